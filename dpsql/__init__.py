@@ -1,0 +1,35 @@
+"""dpsql: differentially private SQL that plans a workload's measurements.
+
+`dpsql.connect(...)` returns a PEP 249 connection; see `dpsql.dbapi`.
+"""
+
+from dpsql.catalog import Catalog, categorical, integer, numeric
+from dpsql.dbapi import Connection, Cursor, connect
+from dpsql.errors import (
+    BudgetExceededError,
+    CatalogError,
+    DatabaseError,
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    Warning,
+)
+from dpsql.result import Result
+
+apilevel = "2.0"
+threadsafety = 1  # threads may share the module, not connections
+paramstyle = "qmark"
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "connect", "Connection", "Cursor", "Result", "Catalog", "integer", "numeric", "categorical",
+    "Warning", "Error", "InterfaceError", "DatabaseError", "DataError", "OperationalError",
+    "IntegrityError", "InternalError", "ProgrammingError", "NotSupportedError",
+    "CatalogError", "BudgetExceededError", "apilevel", "threadsafety", "paramstyle",
+]

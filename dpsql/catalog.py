@@ -1,0 +1,404 @@
+"""The catalog: protected tables and the public domains of their columns.
+
+The data owner declares every queryable column of a protected table, in TOML
+or from Python. Declarations are public: the engine never reads a domain from
+the private data. Three column types exist:
+
+- ``integer``: one bin per value from ``min`` to ``max``; values outside are
+  clamped to the nearest end, non-integers are floored.
+- ``numeric``: ``bins`` equal-width bins over ``[min, max)``; values outside
+  are clamped into the first or last bin. Sums use bin midpoints.
+- ``categorical``: the declared ``values``; with ``other = "<value>"`` any
+  undeclared value is counted as that value.
+
+``nullable = true`` adds a NULL bin (the last one). The *protected table* is
+the set of rows that fit every declaration: rows with NULL in a non-nullable
+column, or an undeclared categorical value without an ``other`` fallback, are
+left out of every answer, uniformly (a row-local rule, so privacy holds).
+Tables not in the catalog are public.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from dpsql.errors import CatalogError
+from mechanisms.domain import Domain
+
+INTEGER, NUMERIC, CATEGORICAL = "integer", "numeric", "categorical"
+COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _number(value: Any, what: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CatalogError(f"{what} must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CatalogError(f"{what} must be finite, got {value!r}")
+    return Decimal(str(value))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One declared column and its public domain."""
+
+    name: str
+    kind: str
+    nullable: bool = False
+    low: Decimal | None = None  # integer / numeric
+    high: Decimal | None = None
+    bins: int | None = None  # numeric
+    values: tuple[str, ...] = ()  # categorical
+    ordered: bool = False
+    other: str | None = None
+
+    # --- shape ----------------------------------------------------------
+    @property
+    def value_bins(self) -> int:
+        """Number of non-NULL bins."""
+        if self.kind == INTEGER:
+            return int(self.high - self.low) + 1
+        if self.kind == NUMERIC:
+            return int(self.bins)
+        return len(self.values)
+
+    @property
+    def size(self) -> int:
+        return self.value_bins + (1 if self.nullable else 0)
+
+    @property
+    def null_bin(self) -> int | None:
+        return self.value_bins if self.nullable else None
+
+    @property
+    def width(self) -> Decimal:
+        return (self.high - self.low) / self.bins
+
+    def edges(self) -> list[Decimal]:
+        return [self.low + self.width * k for k in range(self.bins + 1)]
+
+    def labels(self) -> list[Any]:
+        """The value shown for each bin in GROUP BY output (NULL bin: None)."""
+        if self.kind == INTEGER:
+            out: list[Any] = list(range(int(self.low), int(self.high) + 1))
+        elif self.kind == NUMERIC:
+            out = [float(e) for e in self.edges()[:-1]]
+        else:
+            out = list(self.values)
+        return out + ([None] if self.nullable else [])
+
+    def describe(self) -> str:
+        null = ", nullable" if self.nullable else ""
+        if self.kind == INTEGER:
+            return f"integer {self.low}..{self.high}{null}"
+        if self.kind == NUMERIC:
+            return f"numeric [{self.low}, {self.high}) in {self.bins} bins of width {self.width}{null}"
+        other = f", other={self.other!r}" if self.other else ""
+        return f"categorical {list(self.values)}{other}{null}"
+
+    # --- vectors over the bins ---------------------------------------------
+    def not_null(self) -> np.ndarray:
+        v = np.ones(self.size)
+        if self.nullable:
+            v[-1] = 0.0
+        return v
+
+    def bin_values(self) -> np.ndarray:
+        """The number each bin stands for in SUM/AVG (NULL bin: 0)."""
+        if self.kind == CATEGORICAL:
+            raise CatalogError(f"column {self.name!r} is categorical: it has no numeric values to sum")
+        if self.kind == INTEGER:
+            vals = [float(self.low + k) for k in range(self.value_bins)]
+        else:
+            w = self.width
+            vals = [float(self.low + w * k + w / 2) for k in range(self.value_bins)]
+        return np.asarray(vals + ([0.0] if self.nullable else []))
+
+    def is_null(self) -> np.ndarray:
+        return 1.0 - self.not_null()
+
+    def compare(self, op: str, literal: Any) -> np.ndarray:
+        """Indicator over bins of `column <op> literal` (NULL bin never true)."""
+        if op not in COMPARISONS:
+            raise CatalogError(f"unsupported comparison {op!r}")
+        out = np.zeros(self.size)
+        if self.kind == CATEGORICAL:
+            index = self._category_index(literal)
+            if op in ("=", "<>"):
+                out[index] = 1.0
+                if op == "<>":
+                    out[: self.value_bins] = 1.0 - out[: self.value_bins]
+                return out
+            if not self.ordered:
+                raise CatalogError(
+                    f"column {self.name!r} is an unordered categorical: use = , <> or IN, "
+                    f"or declare it with ordered = true"
+                )
+            positions = np.arange(self.value_bins)
+            out[: self.value_bins] = _apply(op, positions, index)
+            return out
+        value = _number(literal, f"the literal compared with {self.name!r}")
+        if not (self.low <= value <= self.high):
+            raise CatalogError(
+                f"literal {literal} is outside the declared domain of {self.name!r} "
+                f"[{self.low}, {self.high}]"
+            )
+        if self.kind == INTEGER:
+            bins = np.asarray([float(self.low + k) for k in range(self.value_bins)])
+            out[: self.value_bins] = _apply(op, bins, float(value))
+            return out
+        return self._numeric_compare(op, value, out)
+
+    def _numeric_compare(self, op: str, value: Decimal, out: np.ndarray) -> np.ndarray:
+        edges = self.edges()
+        if op in ("=", "<>"):
+            raise CatalogError(
+                f"column {self.name!r} is binned (width {self.width}): compare it with "
+                f"<, <=, >, >= or BETWEEN at bin edges instead of {op}"
+            )
+        if value not in edges:
+            k = int((value - self.low) / self.width)
+            lo, hi = edges[k], edges[min(k + 1, len(edges) - 1)]
+            raise CatalogError(
+                f"{value} is not a bin edge of {self.name!r} (bins of width {self.width} from "
+                f"{self.low}): use {lo} or {hi}"
+            )
+        k = edges.index(value)
+        lower_edges = np.arange(self.bins)
+        # A bin is [edge_k, edge_k+1): x >= e and x > e both select the bins from e up.
+        above = lower_edges >= k
+        out[: self.bins] = above if op in (">", ">=") else ~above
+        return out
+
+    def one_of(self, literals: Iterable[Any]) -> np.ndarray:
+        """Indicator of `column IN (literals)`."""
+        out = np.zeros(self.size)
+        for lit in literals:
+            out = np.maximum(out, self.compare("=", lit))
+        return out
+
+    def _category_index(self, literal: Any) -> int:
+        if not isinstance(literal, str):
+            raise CatalogError(f"column {self.name!r} is categorical: compare it with a string literal")
+        if literal not in self.values:
+            shown = ", ".join(repr(v) for v in self.values[:12])
+            more = ", ..." if len(self.values) > 12 else ""
+            raise CatalogError(
+                f"{literal!r} is not a declared value of {self.name!r} (declared: {shown}{more})"
+            )
+        return self.values.index(literal)
+
+    # --- SQL ----------------------------------------------------------------
+    def bin_sql(self) -> str:
+        """SQL computing this column's bin index (0-based) for a row of the protected table."""
+        col = quote_identifier(self.name)
+        if self.kind == INTEGER:
+            expr = f"LEAST(GREATEST(FLOOR({col}), {self.low}), {self.high}) - {self.low}"
+        elif self.kind == NUMERIC:
+            expr = f"LEAST(GREATEST(FLOOR(({col} - {self.low}) / {self.width}), 0), {self.bins - 1})"
+        else:
+            fallback = str(self.values.index(self.other)) if self.other is not None else "NULL"
+            cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
+            expr = f"CASE CAST({col} AS VARCHAR) {cases} ELSE {fallback} END"
+        if self.nullable:
+            expr = f"CASE WHEN {col} IS NULL THEN {self.null_bin} ELSE {expr} END"
+        return f"CAST({expr} AS INTEGER)"
+
+    def fits_sql(self) -> str | None:
+        """SQL condition a row must meet to belong to the protected table, if any."""
+        col = quote_identifier(self.name)
+        conditions = []
+        if self.kind == CATEGORICAL and self.other is None:
+            values = ", ".join(quote_string(v) for v in self.values)
+            conditions.append(f"CAST({col} AS VARCHAR) IN ({values})")
+        if self.nullable:
+            return f"({col} IS NULL OR {conditions[0]})" if conditions else None
+        conditions.insert(0, f"{col} IS NOT NULL")
+        return " AND ".join(conditions)
+
+
+def _apply(op: str, left: np.ndarray, right: float) -> np.ndarray:
+    return {
+        "=": left == right,
+        "<>": left != right,
+        "<": left < right,
+        "<=": left <= right,
+        ">": left > right,
+        ">=": left >= right,
+    }[op].astype(float)
+
+
+def integer(low: int, high: int, nullable: bool = False) -> dict:
+    """Python-API declaration of an integer column (one bin per value)."""
+    return {"type": INTEGER, "min": low, "max": high, "nullable": nullable}
+
+
+def numeric(low: float, high: float, bins: int, nullable: bool = False) -> dict:
+    """Python-API declaration of an equal-width binned numeric column."""
+    return {"type": NUMERIC, "min": low, "max": high, "bins": bins, "nullable": nullable}
+
+
+def categorical(values: Iterable[str], ordered: bool = False, other: str | None = None, nullable: bool = False) -> dict:
+    """Python-API declaration of a categorical column."""
+    decl = {"type": CATEGORICAL, "values": list(values), "ordered": ordered, "nullable": nullable}
+    if other is not None:
+        decl["other"] = other
+    return decl
+
+
+_KEYS = {
+    INTEGER: {"type", "min", "max", "nullable"},
+    NUMERIC: {"type", "min", "max", "bins", "nullable"},
+    CATEGORICAL: {"type", "values", "ordered", "other", "nullable"},
+}
+
+
+def parse_column(name: str, decl: dict) -> Column:
+    """Validate one column declaration (a TOML inline table or a dict)."""
+    if not isinstance(decl, dict) or "type" not in decl:
+        raise CatalogError(f"column {name!r}: a declaration needs a type (integer, numeric or categorical)")
+    kind = decl["type"]
+    if kind not in _KEYS:
+        raise CatalogError(f"column {name!r}: unknown type {kind!r} (use integer, numeric or categorical)")
+    unknown = set(decl) - _KEYS[kind]
+    if unknown:
+        raise CatalogError(f"column {name!r}: unknown keys {sorted(unknown)} for type {kind}")
+    nullable = decl.get("nullable", False)
+    if not isinstance(nullable, bool):
+        raise CatalogError(f"column {name!r}: nullable must be true or false")
+    if kind == CATEGORICAL:
+        values = decl.get("values")
+        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+            raise CatalogError(f"column {name!r}: values must be a non-empty list of strings")
+        if len(set(values)) != len(values):
+            raise CatalogError(f"column {name!r}: values must be distinct")
+        other = decl.get("other")
+        if other is not None and other not in values:
+            raise CatalogError(f"column {name!r}: other = {other!r} must be one of the declared values")
+        return Column(name, kind, nullable, values=tuple(values), ordered=bool(decl.get("ordered", False)), other=other)
+    for key in ("min", "max"):
+        if key not in decl:
+            raise CatalogError(f"column {name!r}: {kind} columns need {key}")
+    low, high = _number(decl["min"], f"{name}.min"), _number(decl["max"], f"{name}.max")
+    if kind == INTEGER:
+        if low != low.to_integral_value() or high != high.to_integral_value() or high < low:
+            raise CatalogError(f"column {name!r}: integer bounds must be integers with min <= max")
+        if high - low + 1 > 1_000_000:
+            raise CatalogError(f"column {name!r}: more than 10^6 values; declare it numeric with bins")
+        return Column(name, kind, nullable, low=low, high=high)
+    bins = decl.get("bins")
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 1_000_000:
+        raise CatalogError(f"column {name!r}: numeric columns need bins, an integer from 1 to 10^6")
+    if not high > low:
+        raise CatalogError(f"column {name!r}: numeric columns need min < max")
+    return Column(name, kind, nullable, low=low, high=high, bins=bins)
+
+
+@dataclass
+class Table:
+    """A protected table: its declared columns, in declaration order."""
+
+    name: str
+    columns: dict[str, Column]
+    domain: Domain = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            raise CatalogError(f"table {self.name!r} declares no columns")
+        self.domain = Domain(tuple(self.columns), tuple(c.size for c in self.columns.values()))
+
+    def column(self, name: str) -> Column:
+        found = self.columns.get(name) or next(
+            (c for c in self.columns.values() if c.name.lower() == name.lower()), None
+        )
+        if found is None:
+            raise CatalogError(
+                f"column {name!r} is not declared for protected table {self.name!r}; "
+                f"declared columns: {', '.join(self.columns)}"
+            )
+        return found
+
+    def fits_sql(self) -> str:
+        """WHERE condition selecting the rows of the protected table."""
+        parts = [c.fits_sql() for c in self.columns.values()]
+        return " AND ".join(p for p in parts if p) or "TRUE"
+
+    def signature(self) -> str:
+        """Identifies the declaration: measurements are only reused under the same one."""
+        return repr([(c.name, c.describe()) for c in self.columns.values()])
+
+
+class Catalog:
+    """Protected tables by name (case-insensitive lookup)."""
+
+    def __init__(self, tables: Iterable[Table] = ()):
+        self.tables: dict[str, Table] = {}
+        for t in tables:
+            self.tables[t.name.lower()] = t
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> "Catalog":
+        """Build from `{"tables": {name: {"columns": {col: decl}}}}` (the TOML layout)."""
+        tables = spec.get("tables", {})
+        if not isinstance(tables, dict):
+            raise CatalogError("the catalog needs a [tables] section")
+        unknown = set(spec) - {"tables"}
+        if unknown:
+            raise CatalogError(f"unknown top-level catalog keys: {sorted(unknown)}")
+        out = cls()
+        for name, table in tables.items():
+            if not isinstance(table, dict) or set(table) - {"columns"}:
+                raise CatalogError(f"table {name!r}: only a [tables.{name}.columns] section is supported")
+            out.add_table(name, table.get("columns", {}))
+        return out
+
+    @classmethod
+    def from_toml(cls, text: str) -> "Catalog":
+        try:
+            return cls.from_dict(tomllib.loads(text))
+        except tomllib.TOMLDecodeError as e:
+            raise CatalogError(f"catalog is not valid TOML: {e}") from None
+
+    @classmethod
+    def load(cls, source: "Catalog | dict | str | Path | None") -> "Catalog":
+        """A catalog from a Catalog, a dict, TOML text or a path to a TOML file."""
+        if source is None:
+            return cls()
+        if isinstance(source, Catalog):
+            return source
+        if isinstance(source, dict):
+            return cls.from_dict(source)
+        if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".toml")):
+            path = Path(source)
+            if not path.exists():
+                raise CatalogError(f"catalog file {str(path)!r} does not exist")
+            return cls.from_toml(path.read_text())
+        return cls.from_toml(str(source))
+
+    def add_table(self, name: str, columns: dict[str, dict]) -> Table:
+        """Declare a protected table from {column: declaration}."""
+        if not isinstance(columns, dict):
+            raise CatalogError(f"table {name!r}: columns must be a table of declarations")
+        table = Table(name, {c: parse_column(c, d) for c, d in columns.items()})
+        self.tables[name.lower()] = table
+        return table
+
+    def get(self, name: str) -> Table | None:
+        return self.tables.get(name.lower())
+
+    def __contains__(self, name: str) -> bool:
+        return name.lower() in self.tables

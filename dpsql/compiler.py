@@ -1,0 +1,325 @@
+"""SQL over one protected table -> workload blocks + a template for the result.
+
+The compiler accepts one SELECT with COUNT/SUM/AVG aggregates (with FILTER and
+CASE), a WHERE of comparisons with literals, GROUP BY declared columns, and
+HAVING/ORDER BY/LIMIT/OFFSET, which are applied to the noisy answers. Every
+aggregate becomes a `Block` (AVG becomes a SUM block and a COUNT block). The
+rest of the statement becomes a *template*: the same SELECT rewritten to read
+the noisy per-group answers from a small relation, so DuckDB evaluates the
+projections, HAVING, ORDER BY and LIMIT on noisy values only.
+
+Everything else is refused with a ProgrammingError that names the construct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from dpsql.catalog import Catalog, Table
+from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
+from dpsql.expressions import ALWAYS, Condition, ExpressionCompiler, literal_value
+from mechanisms.matrices import Dense, Diagonal
+from mechanisms.workload import Block, Predicate, Term
+
+RESULT_RELATION = "dp_result"
+ROW_ORDER = "__row"
+
+_REFUSED_AGGREGATES = {
+    "Min": "MIN/MAX depend on a single individual's value; use a GROUP BY histogram or a range count instead",
+    "Max": "MIN/MAX depend on a single individual's value; use a GROUP BY histogram or a range count instead",
+    "Quantile": "percentiles are not supported yet; use a GROUP BY histogram of the column",
+    "PercentileCont": "percentiles are not supported yet; use a GROUP BY histogram of the column",
+    "PercentileDisc": "percentiles are not supported yet; use a GROUP BY histogram of the column",
+    "ApproxQuantile": "percentiles are not supported yet; use a GROUP BY histogram of the column",
+    "Median": "the median is not supported yet; use a GROUP BY histogram of the column",
+    "Stddev": "standard deviations are not supported yet; use AVG of the column and of its square",
+    "StddevPop": "standard deviations are not supported yet",
+    "StddevSamp": "standard deviations are not supported yet",
+    "Variance": "variances are not supported yet",
+    "VariancePop": "variances are not supported yet",
+    "ArrayAgg": "collecting raw values would release them; use COUNT/SUM/AVG",
+    "GroupConcat": "collecting raw values would release them; use COUNT/SUM/AVG",
+    "AnyValue": "ANY_VALUE releases a raw value; use COUNT/SUM/AVG",
+    "First": "FIRST releases a raw value; use COUNT/SUM/AVG",
+    "Last": "LAST releases a raw value; use COUNT/SUM/AVG",
+}
+
+
+@dataclass
+class Aggregate:
+    """One aggregate of the query: COUNT or SUM (one block) or AVG (SUM and COUNT blocks)."""
+
+    kind: str  # "count", "sum" or "avg"
+    sql: str
+    blocks: list[Block]
+
+
+@dataclass
+class CompiledQuery:
+    """The blocks of one DP query and how to build its result from their answers."""
+
+    sql: str
+    table: Table
+    group_by: tuple[str, ...]  # in the user's GROUP BY order
+    aggregates: list[Aggregate]
+    template: exp.Select  # reads RESULT_RELATION
+    output_names: list[str]
+    output_aggregate: list[int | None]  # per output column: index of a bare aggregate
+    blocks: list[Block] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.blocks = [b for a in self.aggregates for b in a.blocks]
+
+
+def parse_statement(sql: str, dialect: str) -> exp.Expression:
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except ParseError as e:
+        raise ProgrammingError(f"could not parse the SQL: {_first_line(e)}") from None
+    except Exception as e:  # sqlglot raises a few other errors on odd input
+        raise ProgrammingError(f"could not parse the SQL: {e}") from None
+    if len(statements) != 1:
+        raise ProgrammingError(f"expected one statement, found {len(statements)}")
+    return statements[0]
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def referenced_tables(tree: exp.Expression) -> list[str]:
+    return [t.name for t in tree.find_all(exp.Table) if t.name]
+
+
+def compile_query(sql: str, catalog: Catalog, dialect: str = "duckdb", label: str = "") -> CompiledQuery:
+    """Compile one SELECT over a protected table. Raises ProgrammingError on anything else."""
+    tree = parse_statement(sql, dialect)
+    return compile_tree(tree, sql, catalog, label)
+
+
+def compile_tree(tree: exp.Expression, sql: str, catalog: Catalog, label: str = "") -> CompiledQuery:
+    if not isinstance(tree, exp.Select):
+        raise NotSupportedError(
+            f"only SELECT queries can read a protected table (got {tree.key.upper()}); "
+            "protected tables are read-only through dpsql"
+        )
+    table, alias = _single_table(tree, catalog)
+    _refuse_constructs(tree)
+    compiler = ExpressionCompiler(table, alias)
+    where = compiler.condition(tree.args["where"].this) if tree.args.get("where") else ALWAYS
+    select_items = list(tree.expressions)
+    group_by = _group_by(tree, select_items, compiler)
+
+    aggregates: list[Aggregate] = []
+    index_of: dict[str, int] = {}
+    prefix = f"{label}: " if label else ""
+
+    def aggregate_index(node: exp.Expression) -> int:
+        key = node.sql()
+        if key not in index_of:
+            index_of[key] = len(aggregates)
+            aggregates.append(_compile_aggregate(node, compiler, where, group_by, table, prefix))
+        return index_of[key]
+
+    template = tree.copy()
+    template.set("where", None)
+    template.set("group", None)
+    template.set("from_" if "from_" in template.args else "from", None)
+    template.set("joins", None)
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if _is_aggregate_node(node):
+            return exp.column(f"__agg_{aggregate_index(node)}")
+        if isinstance(node, exp.Column):
+            return _rewrite_column(node, compiler, group_by, output_aliases)
+        return node
+
+    output_aliases = {e.alias for e in select_items if isinstance(e, exp.Alias)}
+    names, bare = [], []
+    new_items = []
+    for item in select_items:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            raise ProgrammingError(
+                "SELECT * would release raw rows of a protected table; select aggregates "
+                "(COUNT, SUM, AVG) and GROUP BY columns"
+            )
+        inner = item.this if isinstance(item, exp.Alias) else item
+        names.append(item.alias if isinstance(item, exp.Alias) else (
+            item.name if isinstance(item, exp.Column) else item.sql()))
+        new_item = item.transform(rewrite, copy=True)
+        bare.append(aggregate_index(inner) if _is_aggregate_node(inner) else None)
+        if not isinstance(new_item, exp.Alias):
+            new_item = exp.alias_(new_item, names[-1], quoted=True)
+        new_items.append(new_item)
+    template.set("expressions", new_items)
+    if tree.args.get("having"):
+        template.set("having", None)
+        template.set("where", exp.Where(this=tree.args["having"].this.transform(rewrite, copy=True)))
+    if tree.args.get("order"):
+        template.set("order", tree.args["order"].transform(rewrite, copy=True))
+    else:
+        template.set("order", exp.Order(expressions=[exp.Ordered(this=exp.column(ROW_ORDER))]))
+    template.set("from_" if "from_" in tree.args else "from", exp.From(this=exp.to_table(RESULT_RELATION)))
+    if not aggregates and not group_by:
+        raise ProgrammingError(
+            "selecting columns of a protected table without aggregates would release raw rows; "
+            "use COUNT, SUM or AVG (with GROUP BY for per-value answers)"
+        )
+    return CompiledQuery(sql, table, group_by, aggregates, template, names, bare)
+
+
+def _rewrite_column(node: exp.Column, compiler: ExpressionCompiler, group_by, aliases) -> exp.Expression:
+    if not node.table and node.name in aliases:
+        return node  # an output alias (ORDER BY n, HAVING n > 5)
+    column = compiler.table.column(compiler.column_name(node))
+    if column.name not in group_by:
+        raise ProgrammingError(
+            f"column {node.sql()!r} is used outside an aggregate but is not in GROUP BY: raw "
+            "values of a protected table cannot be selected; aggregate it or group by it"
+        )
+    return exp.column(column.name, quoted=True)
+
+
+def _single_table(tree: exp.Select, catalog: Catalog) -> tuple[Table, str | None]:
+    if tree.args.get("joins"):
+        raise NotSupportedError("joins involving a protected table are not supported; query one protected table")
+    from_ = tree.args.get("from_") or tree.args.get("from")
+    if from_ is None:
+        raise ProgrammingError("a DP query needs FROM <protected table>")
+    source = from_.this
+    if not isinstance(source, exp.Table) or not source.name:
+        raise NotSupportedError("subqueries and table functions in FROM are not supported; query a protected table directly")
+    table = catalog.get(source.name)
+    if table is None:
+        raise ProgrammingError(f"table {source.name!r} is not a protected table in the catalog")
+    return table, source.alias or None
+
+
+def _refuse_constructs(tree: exp.Select) -> None:
+    if tree.args.get("with") or tree.args.get("with_"):
+        raise NotSupportedError("WITH (common table expressions) over a protected table is not supported")
+    if tree.args.get("distinct"):
+        raise NotSupportedError("SELECT DISTINCT releases raw values; use GROUP BY with COUNT(*)")
+    for key in ("qualify", "sample", "laterals", "pivots", "windows", "connect", "prewhere"):
+        if tree.args.get(key):
+            raise NotSupportedError(f"{key.upper()} is not supported over a protected table")
+    for node in tree.walk():
+        if isinstance(node, exp.Window):
+            raise NotSupportedError("window functions are not supported over a protected table; use GROUP BY")
+        if isinstance(node, (exp.Subquery, exp.Union, exp.Intersect, exp.Except)) or (
+            isinstance(node, exp.Select) and node is not tree
+        ):
+            raise NotSupportedError("subqueries are not supported over a protected table; run them separately")
+        if isinstance(node, exp.AggFunc) and type(node).__name__ in _REFUSED_AGGREGATES:
+            raise NotSupportedError(f"{type(node).__name__.upper()} is not supported: {_REFUSED_AGGREGATES[type(node).__name__]}")
+        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
+            raise NotSupportedError(
+                f"aggregate {node.sql()!r} is not supported; use COUNT, SUM or AVG"
+            )
+        if isinstance(node, exp.Anonymous) and node.name.lower() in {"min", "max", "median", "mode", "quantile"}:
+            raise NotSupportedError(f"{node.name.upper()} is not supported over a protected table")
+
+
+def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler) -> tuple[str, ...]:
+    group = tree.args.get("group")
+    if group is None:
+        return ()
+    for key in ("grouping_sets", "cube", "rollup"):
+        if group.args.get(key):
+            raise NotSupportedError(f"GROUP BY {key.upper().replace('_', ' ')} is not supported; run one query per grouping")
+    if group.args.get("all"):
+        raise NotSupportedError("GROUP BY ALL is not supported; list the columns")
+    out: list[str] = []
+    aliases = {e.alias: e.this for e in items if isinstance(e, exp.Alias)}
+    for g in group.expressions:
+        target = g
+        if isinstance(g, exp.Literal) and not g.is_string:
+            k = int(literal_value(g))
+            if not 1 <= k <= len(items):
+                raise ProgrammingError(f"GROUP BY {k} refers to no select item")
+            target = items[k - 1].this if isinstance(items[k - 1], exp.Alias) else items[k - 1]
+        elif isinstance(g, exp.Column) and not g.table and g.name in aliases and g.name not in compiler.table.columns:
+            target = aliases[g.name]
+        if not isinstance(target, exp.Column):
+            raise NotSupportedError(
+                f"GROUP BY {g.sql()!r}: only declared columns can be grouped by "
+                "(declare a coarser column in the catalog to group by buckets)"
+            )
+        name = compiler.column_name(target)
+        column = compiler.table.column(name).name
+        if column not in out:
+            out.append(column)
+    return tuple(out)
+
+
+def _is_aggregate_node(node: exp.Expression) -> bool:
+    if isinstance(node, exp.Filter):
+        return isinstance(node.this, exp.AggFunc)
+    return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Filter)
+
+
+def _compile_aggregate(
+    node: exp.Expression,
+    compiler: ExpressionCompiler,
+    where: Condition,
+    group_by: tuple[str, ...],
+    table: Table,
+    prefix: str,
+) -> Aggregate:
+    condition = where
+    agg = node
+    if isinstance(node, exp.Filter):
+        agg = node.this
+        condition = condition.and_(compiler.condition(node.expression.this))
+    if agg.find(exp.AggFunc) is not agg or any(isinstance(n, exp.AggFunc) for n in agg.walk() if n is not agg):
+        raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
+    arg = agg.this
+    if isinstance(arg, exp.Distinct):
+        raise NotSupportedError(
+            f"{agg.key.upper()}(DISTINCT ...) is not supported: distinct counts have unbounded sensitivity; "
+            "use GROUP BY on a declared column"
+        )
+    label = f"{prefix}{node.sql()}"
+    domain_group = table.domain.canonical(group_by)
+    if isinstance(agg, exp.Count):
+        if isinstance(arg, exp.Star) or arg is None:
+            present = Predicate.constant(1.0)
+        else:
+            present = compiler.value(arg).present
+        return Aggregate("count", label, [_block(label, condition.true * present, domain_group, table.domain)])
+    value = compiler.value(arg)
+    if value.value is None:
+        raise CatalogError(f"{agg.key.upper()}({arg.sql()}) needs a numeric column or expression")
+    total = _block(f"{label} [sum]" if isinstance(agg, exp.Avg) else label, condition.true * value.value, domain_group, table.domain)
+    if isinstance(agg, exp.Sum):
+        return Aggregate("sum", label, [total])
+    count = _block(f"{label} [count]", condition.true * value.present, domain_group, table.domain)
+    return Aggregate("avg", label, [total, count])
+
+
+def _block(name: str, predicate: Predicate, group_by: tuple[str, ...], domain) -> Block:
+    """Turn a sum of per-attribute products into Kronecker terms with square group factors.
+
+    The block's weight in the planner's objective is 1/Δ², Δ its L2 sensitivity
+    (the most one individual can change one of its rows), so errors of counts
+    and of sums in other units are compared on one scale.
+    """
+    terms = []
+    for coef, factors in predicate.factors():
+        mats = {}
+        for attr, vector in factors.items():
+            if attr in group_by:
+                if not np.all(vector == 1.0):
+                    mats[attr] = Diagonal(vector)
+            elif not np.all(vector == 1.0):
+                mats[attr] = Dense(vector[None, :])
+        terms.append(Term(coef, mats))
+    block = Block(name, group_by, terms)
+    scale = block.sensitivity(domain, 2)
+    block.weight = 1.0 / scale**2 if scale > 0 else 1.0
+    return block

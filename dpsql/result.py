@@ -1,0 +1,133 @@
+"""Results: rows with standard errors, and how a DP query's rows are assembled.
+
+`assemble` turns the model's answers to a compiled query's blocks into the
+per-group relation (group labels, estimates, standard errors), then runs the
+query's template over it in a scratch DuckDB connection that holds nothing
+but that relation: projections, HAVING, ORDER BY and LIMIT see only noisy
+values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import duckdb
+import numpy as np
+from sqlglot import exp
+
+from dpsql.compiler import RESULT_RELATION, ROW_ORDER, CompiledQuery
+from dpsql.errors import ProgrammingError
+from mechanisms.reconstruction import LeastSquaresModel
+
+
+@dataclass
+class Result:
+    """One result set: column names, rows, and the standard error of each DP value.
+
+    `stderr` has the shape of `rows`; an entry is None where the column is not
+    a bare DP aggregate (group labels, derived expressions, public queries).
+    """
+
+    columns: list[str]
+    rows: list[tuple]
+    stderr: list[tuple] = field(default_factory=list)
+    charged: float = 0.0
+    charge_text: str = ""
+    plan: str | None = None
+    kind: str = "dp"  # "dp", "public", "explain" or "status"
+    types: list[str] = field(default_factory=list)
+
+    def ci(self, level: float = 0.95) -> list[tuple]:
+        """Normal-approximation confidence intervals (lo, hi) per DP value, None elsewhere."""
+        if not 0 < level < 1:
+            raise ProgrammingError("the confidence level must be between 0 and 1")
+        z = NormalDist().inv_cdf(0.5 + level / 2)
+        out = []
+        for row, errs in zip(self.rows, self.stderr or [(None,) * len(self.columns)] * len(self.rows)):
+            out.append(
+                tuple(
+                    None if e is None or v is None else (v - z * e, v + z * e)
+                    for v, e in zip(row, errs)
+                )
+            )
+        return out
+
+
+def aggregate_answers(query: CompiledQuery, model: LeastSquaresModel) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(estimate, standard error) per aggregate; AVG by the delta method on SUM/COUNT."""
+    out = []
+    for agg in query.aggregates:
+        if agg.kind != "avg":
+            est, var = model.answer(agg.blocks[0])
+            out.append((est, np.sqrt(np.maximum(var, 0.0))))
+            continue
+        total_block, count_block = agg.blocks
+        s, vs = model.answer(total_block)
+        c, vc = model.answer(count_block)
+        cov = model.covariance(total_block, count_block)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(c >= 1.0, s / c, np.nan)
+            var = vs / c**2 + s**2 * vc / c**4 - 2 * s * cov / c**3
+        out.append((ratio, np.where(c >= 1.0, np.sqrt(np.maximum(var, 0.0)), np.nan)))
+    return out
+
+
+def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]]) -> Result:
+    """Build the group relation from the answers and evaluate the query's template on it."""
+    domain = query.table.domain
+    group_domain_order = domain.canonical(query.group_by)
+    shape = domain.shape(group_domain_order)
+    n_rows = int(np.prod(shape, dtype=np.int64))
+    relation: dict[str, Any] = {}
+    cells = np.unravel_index(np.arange(n_rows), shape) if group_domain_order else ()
+    for attr, bins in zip(group_domain_order, cells):
+        labels = query.table.column(attr).labels()
+        relation[attr] = np.asarray([labels[i] for i in bins], dtype=object)
+    user_index = [cells[group_domain_order.index(a)] for a in query.group_by]
+    relation[ROW_ORDER] = (
+        np.ravel_multi_index(user_index, [domain.size_of(a) for a in query.group_by])
+        if user_index
+        else np.zeros(n_rows, dtype=np.int64)
+    )
+    for i, (est, se) in enumerate(answers):
+        relation[f"__agg_{i}"] = _with_nulls(est)
+        relation[f"__se_{i}"] = _with_nulls(se)
+
+    template = query.template.copy()
+    extra = [
+        exp.alias_(exp.column(f"__se_{k}"), f"__stderr_{j}", quoted=True)
+        for j, k in enumerate(query.output_aggregate)
+        if k is not None
+    ]
+    template.set("expressions", list(template.expressions) + extra)
+    con = duckdb.connect()
+    try:
+        con.register(RESULT_RELATION, relation)
+        cursor = con.execute(template.sql(dialect="duckdb"))
+        raw = cursor.fetchall()
+        types = [str(d[1]) for d in cursor.description][: len(query.output_names)]
+    except duckdb.Error as e:
+        raise ProgrammingError(f"could not evaluate the query's outer expressions: {_first_line(e)}") from None
+    finally:
+        con.close()
+    width = len(query.output_names)
+    rows, stderr = [], []
+    for r in raw:
+        rows.append(tuple(r[:width]))
+        errs = iter(r[width:])
+        stderr.append(tuple(next(errs) if k is not None else None for k in query.output_aggregate))
+    return Result(list(query.output_names), rows, stderr, types=types)
+
+
+def _with_nulls(values: np.ndarray):
+    """NaN (an AVG over a group whose noisy count is below 1) becomes SQL NULL."""
+    values = np.asarray(values, dtype=float)
+    if not np.isnan(values).any():
+        return values
+    return np.asarray([None if np.isnan(v) else float(v) for v in values], dtype=object)
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0]

@@ -1,0 +1,401 @@
+"""A session: runs statements against a database under one privacy budget.
+
+Public tables (not in the catalog) pass through to DuckDB. A query on a
+protected table is compiled to blocks; blocks the session's model already
+determines are answered for free; the rest are planned, their marginals
+computed in the database, the ledger charged together with the noisy
+measurements, and only then are answers assembled from the refitted model.
+Any error raised before the charge spends nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.tokens import TokenType
+
+from dpsql.backend import Backend, DuckDBBackend
+from dpsql.catalog import Catalog, Table
+from dpsql.compiler import CompiledQuery, compile_tree, parse_statement
+from dpsql.errors import Error, NotSupportedError, OperationalError, ProgrammingError
+from dpsql.ledger import Ledger
+from dpsql.result import Result, aggregate_answers, assemble
+from dpsql.statements import BeginWorkload, EndWorkload, Explain, SetOption, Sql, classify, split_statements
+from mechanisms.accounting import epsilon_delta_to_zcdp, pure_dp_to_zcdp, zcdp_to_epsilon
+from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, measure
+from mechanisms.noise import RandomSource
+from mechanisms.reconstruction import LeastSquaresModel
+from mechanisms.workload import Workload
+from planner.families import split
+from planner.plan import Plan
+from planner.planner import plan_workload
+
+DEFAULT_QUERY_EPSILON = 0.1
+_REFUSED_KEYWORDS = {"ATTACH", "DETACH", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA", "CHECKPOINT"}
+_REFUSED_FUNCTIONS = {"query", "query_table", "read_duckdb", "sqlite_scan", "postgres_scan"}
+
+
+@dataclass(frozen=True)
+class Amount:
+    """A privacy amount in both units: ρ (zCDP) and the (ε, δ) it implies."""
+
+    rho: float
+    epsilon: float
+    delta: float
+
+    def __str__(self) -> str:
+        if self.delta == 0:
+            return f"ε={self.epsilon:.4g}"
+        return f"ε={self.epsilon:.4g}, δ={self.delta:g} (ρ={self.rho:.4g})"
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    total: Amount
+    spent: Amount
+    remaining: Amount
+
+
+def _substitute(tree: exp.Expression, params: Sequence[Any] | dict | None) -> exp.Expression:
+    """Bind qmark (?) or named ($name) parameters as literals."""
+    if not params:
+        if tree.find(exp.Placeholder):
+            raise ProgrammingError("the query has parameters but none were given")
+        return tree
+    positional = iter(params) if not isinstance(params, dict) else None
+
+    def bind(node):
+        if not isinstance(node, exp.Placeholder):
+            return node
+        if positional is not None:
+            try:
+                value = next(positional)
+            except StopIteration:
+                raise ProgrammingError("not enough parameters for the query") from None
+        else:
+            if node.name not in params:
+                raise ProgrammingError(f"missing parameter {node.name!r}")
+            value = params[node.name]
+        if value is None:
+            return exp.null()
+        if isinstance(value, bool):
+            return exp.true() if value else exp.false()
+        if isinstance(value, (int, float)):
+            return exp.Literal.number(value)
+        if isinstance(value, str):
+            return exp.Literal.string(value)
+        raise ProgrammingError(f"unsupported parameter type {type(value).__name__}")
+
+    return tree.transform(bind)
+
+
+class Session:
+    """Executes statements for one connection; holds the models and the ledger."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        catalog: Catalog,
+        ledger: Ledger,
+        *,
+        query_epsilon: float | None = None,
+        query_rho: float | None = None,
+        seed: int | None = None,
+        dialect: str = "duckdb",
+        backend: Backend | None = None,
+    ):
+        self.con = con
+        self.catalog = catalog
+        self.ledger = ledger
+        self.noise = ledger.noise
+        self.delta = ledger.delta
+        self.dialect = dialect
+        self.backend = backend or DuckDBBackend(con)
+        self.rng = RandomSource(seed)
+        self.models: dict[str, LeastSquaresModel] = {}
+        self.query_share = self._share(query_epsilon, query_rho, DEFAULT_QUERY_EPSILON)
+        self._workload: BeginWorkload | None = None
+        self._pending: list[str] = []
+        self._protected_names = self._find_protected_names()
+
+    # --- budget ------------------------------------------------------------------
+    def _share(self, epsilon: float | None, rho: float | None, default: float | None = None) -> float:
+        """A budget share in the ledger's unit, from ε (at the session's δ) or ρ."""
+        if rho is not None:
+            if self.noise == LAPLACE:
+                raise ProgrammingError("this session uses pure ε-DP: give shares as epsilon, not rho")
+            return float(rho)
+        epsilon = default if epsilon is None else epsilon
+        if self.noise == LAPLACE:
+            return float(epsilon)
+        return epsilon_delta_to_zcdp(float(epsilon), self.delta)
+
+    def amount(self, share: float) -> Amount:
+        if self.noise == LAPLACE:
+            return Amount(pure_dp_to_zcdp(share), share, 0.0)
+        eps = zcdp_to_epsilon(share, self.delta) if share > 0 else 0.0
+        return Amount(share, eps, self.delta if share > 0 else 0.0)
+
+    def budget(self) -> BudgetStatus:
+        spent = self.ledger.spent()
+        return BudgetStatus(
+            self.amount(self.ledger.total), self.amount(spent), self.amount(max(self.ledger.total - spent, 0.0))
+        )
+
+    def set_option(self, name: str, value: float) -> None:
+        if name == "query_epsilon":
+            self.query_share = self._share(value, None)
+        else:
+            self.query_share = self._share(None, value)
+
+    # --- statements ------------------------------------------------------------------
+    def execute(self, script: str, params: Sequence[Any] | dict | None = None) -> list[Result]:
+        """Run a script; returns one result per statement that produces one."""
+        statements = split_statements(script)
+        if not statements:
+            raise ProgrammingError("empty statement")
+        if params and len(statements) > 1:
+            raise ProgrammingError("parameters can only be bound to a single statement")
+        results: list[Result] = []
+        for text in statements:
+            results.extend(self._statement(classify(text), params))
+        return results
+
+    def _statement(self, st, params) -> list[Result]:
+        if isinstance(st, BeginWorkload):
+            if self._workload is not None:
+                raise ProgrammingError("a workload is already open; END WORKLOAD first")
+            self._workload, self._pending = st, []
+            return []
+        if isinstance(st, EndWorkload):
+            if self._workload is None:
+                raise ProgrammingError("END WORKLOAD without BEGIN WORKLOAD")
+            begin, queries = self._workload, self._pending
+            self._workload, self._pending = None, []
+            return self.run_workload(queries, begin)
+        if isinstance(st, SetOption):
+            self.set_option(st.name, st.value)
+            return [Result(["setting", "value"], [(f"dpsql.{st.name}", st.value)], kind="status")]
+        if self._workload is not None:
+            if isinstance(st, Explain) or params:
+                raise ProgrammingError("inside a workload, list plain SELECT queries without parameters")
+            self._pending.append(st.sql)
+            return []
+        if isinstance(st, Explain):
+            return [self.explain(st.sql)]
+        return [self.query(st.sql, params)]
+
+    def _find_protected_names(self) -> dict[str, str]:
+        """Protected table names, plus views whose definition mentions one (name -> table)."""
+        names = {t.name.lower(): t.name for t in self.catalog.tables.values()}
+        try:
+            views = self.con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall()
+        except duckdb.Error:
+            views = []
+        changed = True
+        while changed:
+            changed = False
+            for view, text in views:
+                hit = next((n for n in names if re.search(rf"\b{re.escape(n)}\b", text or "", re.I)), None)
+                if hit and view.lower() not in names:
+                    names[view.lower()] = names[hit]
+                    changed = True
+        return names
+
+    def _protected_reference(self, text: str) -> str | None:
+        """The protected table a statement mentions anywhere (names, strings), if any."""
+        try:
+            tokens = Dialect.get_or_raise(self.dialect).tokenize(text)
+        except Exception:  # untokenizable text: fall back to a word scan
+            tokens = None
+        if tokens is None:
+            words = re.findall(r"[A-Za-z_][A-Za-z0-9_$]*", text)
+            return next((self._protected_names[w.lower()] for w in words if w.lower() in self._protected_names), None)
+        for tok in tokens:
+            if tok.token_type == TokenType.STRING:
+                continue  # table functions that take names as strings are refused separately
+            for part in re.split(r"[.\s]", tok.text):
+                if part.lower() in self._protected_names:
+                    return self._protected_names[part.lower()]
+        return None
+
+    def _guard_public(self, text: str, tree: exp.Expression | None) -> None:
+        if not self._protected_names:
+            return
+        first = text.split(None, 1)[0].upper() if text.split() else ""
+        if first in _REFUSED_KEYWORDS:
+            raise NotSupportedError(f"{first} is not allowed in a session with protected tables")
+        if tree is not None:
+            for fn in tree.find_all(exp.Anonymous, exp.Func):
+                name = (fn.name if isinstance(fn, exp.Anonymous) else fn.sql_name()).lower()
+                if name in _REFUSED_FUNCTIONS:
+                    raise NotSupportedError(f"the table function {name}() is not allowed in a session with protected tables")
+
+    def query(self, sql: str, params: Sequence[Any] | dict | None = None) -> Result:
+        """One statement: a DP query on a protected table, or plain SQL on public tables."""
+        protected = self._protected_reference(sql)
+        if protected is None:
+            return self._public(sql, params)
+        tree = _substitute(parse_statement(sql, self.dialect), params)
+        if protected.lower() not in self.catalog.tables:
+            raise NotSupportedError(
+                f"{protected!r} is a view over a protected table; query the protected table directly"
+            )
+        if not isinstance(tree, exp.Select):
+            raise NotSupportedError(
+                f"protected table {protected!r} is read-only through dpsql (the data owner "
+                f"administers it in DuckDB); only SELECT with aggregates is allowed"
+            )
+        compiled = compile_tree(tree, sql, self.catalog)
+        plan, charged = self._measure([compiled], self.query_share, sql)
+        return self._answer(compiled, plan, charged)
+
+    def _public(self, sql: str, params) -> Result:
+        try:
+            tree = sqlglot.parse_one(sql, read=self.dialect)
+        except Exception:
+            tree = None
+        self._guard_public(sql, tree)
+        try:
+            cursor = self.con.execute(sql, params or None)
+            description = cursor.description
+            rows = cursor.fetchall() if description else []
+        except duckdb.Error as e:
+            raise _duckdb_error(e) from None
+        columns = [d[0] for d in description] if description else []
+        types = [str(d[1]) for d in description] if description else []
+        return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types)
+
+    # --- DP execution -----------------------------------------------------------------
+    def model(self, table: Table) -> LeastSquaresModel:
+        key = table.name.lower()
+        if key not in self.models:
+            stored = self.ledger.measurements(table.name, table.signature())
+            self.models[key] = LeastSquaresModel(table.domain, stored)
+        return self.models[key]
+
+    def _plan(self, queries: list[CompiledQuery], budget: float) -> dict[str, tuple[Table, Plan]]:
+        """Plan the not-yet-determined blocks of each table; the budget is split across tables."""
+        per_table: dict[str, tuple[Table, dict[str, Any]]] = {}
+        free: dict[str, list[str]] = {}
+        for q in queries:
+            table = q.table
+            model = self.model(table)
+            _, blocks = per_table.setdefault(table.name, (table, {}))
+            for b in q.blocks:
+                if model.covers(b):
+                    free.setdefault(table.name, []).append(b.name)
+                else:
+                    blocks.setdefault(b.fingerprint(table.domain), b)
+        needing = {name: (t, list(bs.values())) for name, (t, bs) in per_table.items() if bs}
+        shares: dict[str, float] = {}
+        if needing:
+            unit = [
+                self._unit_error(t, bs) for t, bs in needing.values()
+            ]
+            for name, fraction in zip(needing, split(unit, self.noise)):
+                shares[name] = budget * fraction
+        plans = {}
+        for name, (table, blocks) in per_table.items():
+            existing = [(m.clique, m.variance) for m in self.model(table).measurements if m.is_marginal]
+            if name in needing:
+                plan = plan_workload(Workload(table.domain, list(blocks.values())), shares[name], self.noise, self.delta, existing)
+            else:
+                plan = Plan(self.noise, self.delta, [], {}, {}, [], "answered from earlier measurements")
+            plan.free = free.get(name, [])
+            plans[name] = (table, plan)
+        return plans
+
+    def _unit_error(self, table: Table, blocks) -> float:
+        plan = plan_workload(Workload(table.domain, blocks), 1.0, self.noise, self.delta)
+        return sum(b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
+
+    def _measure(self, queries: list[CompiledQuery], budget: float, statement: str) -> tuple[dict, float]:
+        """Plan, check the budget, measure in the database, charge, and refit. Returns plans and cost."""
+        plans = self._plan(queries, budget)
+        total = sum(plan.cost for _, plan in plans.values())
+        if total == 0:
+            return plans, 0.0
+        self.ledger.check(total)
+        for name, (table, plan) in plans.items():
+            if not plan.measurements:
+                continue
+            counts = self.backend.marginals(table, [m.clique for m in plan.measurements])
+            measurements = []
+            for pm in plan.measurements:
+                query = None if pm.block is None else pm.block.matrix(table.domain)
+                values, cal = measure(counts[pm.clique], query, self.noise, pm.share, self.rng)
+                key = None if pm.block is None else pm.block.fingerprint(table.domain)
+                measurements.append(Measurement(pm.clique, self.noise, pm.share, cal.variance, values, key))
+            self.ledger.charge(
+                plan.cost, statement, table.name, table.signature(), measurements, detail=plan.chosen
+            )
+            model = self.model(table)
+            for m in measurements:
+                model.add(m)
+        return plans, total
+
+    def _answer(self, compiled: CompiledQuery, plans: dict, charged: float) -> Result:
+        answers = aggregate_answers(compiled, self.model(compiled.table))
+        result = assemble(compiled, answers)
+        result.charged = charged
+        result.charge_text = self._charge_text(charged)
+        result.plan = "\n".join(plan.explain() for _, plan in plans.values())
+        return result
+
+    def _charge_text(self, charged: float) -> str:
+        remaining = self.budget().remaining
+        spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
+        return f"{spent}; remaining {remaining}"
+
+    def run_workload(self, queries: list[str], begin: BeginWorkload) -> list[Result]:
+        """Plan and measure a batch of queries jointly; one result per query."""
+        if not queries:
+            raise ProgrammingError("the workload holds no query")
+        compiled = []
+        for i, sql in enumerate(queries, start=1):
+            protected = self._protected_reference(sql)
+            if protected is None or protected.lower() not in self.catalog.tables:
+                raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
+            compiled.append(compile_tree(parse_statement(sql, self.dialect), sql, self.catalog, label=f"q{i}"))
+        budget = self._share(begin.epsilon, begin.rho, None) if (begin.epsilon or begin.rho) else self.query_share
+        if begin.delta is not None and begin.epsilon is not None and self.noise == GAUSSIAN:
+            budget = epsilon_delta_to_zcdp(begin.epsilon, begin.delta)
+        if begin.explain:
+            plans = self._plan(compiled, budget)
+            return [self._explain_result(plans)]
+        statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
+        plans, charged = self._measure(compiled, budget, statement)
+        results = [self._answer(q, plans, charged if i == 0 else 0.0) for i, q in enumerate(compiled)]
+        return results
+
+    def explain(self, sql: str) -> Result:
+        """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
+        protected = self._protected_reference(sql)
+        if protected is None:
+            return self._public("EXPLAIN " + sql, None)
+        compiled = compile_tree(parse_statement(sql, self.dialect), sql, self.catalog)
+        return self._explain_result(self._plan([compiled], self.query_share))
+
+    def _explain_result(self, plans: dict) -> Result:
+        text = "\n".join(f"[{name}] " + plan.explain() for name, (_, plan) in plans.items())
+        return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
+
+
+def _duckdb_error(e: Exception) -> Error:
+    message = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if isinstance(e, (duckdb.ParserException, duckdb.CatalogException, duckdb.BinderException)):
+        return ProgrammingError(message)
+    if isinstance(e, duckdb.ConstraintException):
+        from dpsql.errors import IntegrityError
+
+        return IntegrityError(message)
+    return OperationalError(message)
+
+

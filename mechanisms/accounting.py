@@ -1,0 +1,203 @@
+"""Zero-concentrated DP (zCDP) accounting and conversion to (epsilon, delta)-DP.
+
+The conversion is the one of Canonne, Kamath and Steinke (2020), "The Discrete Gaussian
+for Differential Privacy", Section 2.3: rho-zCDP implies (epsilon, delta)-DP for
+
+    delta = min_{alpha > 1} exp((alpha - 1)(alpha rho - epsilon)) / (alpha - 1) * (1 - 1/alpha)^alpha,
+
+which is never worse than the classical epsilon = rho + 2 sqrt(rho log(1/delta)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = [
+    "zcdp_to_delta",
+    "zcdp_to_epsilon",
+    "epsilon_delta_to_zcdp",
+    "pure_dp_to_zcdp",
+    "Budget",
+]
+
+_REL_TOL = 1e-12
+_MAX_ITER = 2000
+_LOG_X_TOL = 1e-12  # bisection width on log(alpha - 1); f is flat at its minimum
+_MAX_LOG_X = 700.0  # keeps alpha - 1 = e^u finite in double precision
+
+
+def _check_rho(rho: float) -> None:
+    if not rho >= 0 or math.isinf(rho):
+        raise ValueError(f"rho must be finite and >= 0, got {rho}")
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+
+
+def _check_delta(delta: float) -> None:
+    if not 0 <= delta < 1:
+        raise ValueError(f"delta must be in [0, 1), got {delta}")
+
+
+def _softplus(u: float) -> float:
+    """log(1 + e^u) without overflow."""
+    return max(u, 0.0) + math.log1p(math.exp(-abs(u)))
+
+
+def _log_delta(rho: float, epsilon: float) -> float:
+    """log of the CKS delta for rho > 0, minimizing over alpha = 1 + x with x = e^u.
+
+    The log of the objective is
+        f(x)  = x((1 + x) rho - epsilon) - x log(1 + 1/x) - log(1 + x)
+    and it is strictly convex in x with
+        f'(x) = (1 + 2x) rho - epsilon - log(1 + 1/x),
+    i.e. (2 alpha - 1) rho - epsilon + log(1 - 1/alpha), increasing from -inf to +inf.
+    Its root is found by bisection on u = log x. Every alpha > 1 gives a valid delta, so
+    stopping early or clamping u only makes the answer conservative.
+    """
+
+    def slope(u: float) -> float:
+        return (1 + 2 * math.exp(u)) * rho - epsilon - _softplus(-u)
+
+    # slope < 0 for u < min(0, epsilon - 3 rho): there x <= 1 and log(1 + 1/x) > -u.
+    # slope > 0 for u >= max(0, log((epsilon + 1) / (2 rho))): there x >= 1 and
+    # (1 + 2x) rho >= epsilon + 1 > epsilon + log 2 >= epsilon + log(1 + 1/x).
+    lo = min(0.0, epsilon - 3 * rho) - 1.0
+    hi = min(_MAX_LOG_X, max(0.0, math.log(epsilon + 1) - math.log(2 * rho)))
+    while hi - lo > _LOG_X_TOL:
+        mid = (lo + hi) / 2
+        if slope(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    u = (lo + hi) / 2
+    x = math.exp(u)
+    f = x * ((1 + x) * rho - epsilon) - x * _softplus(-u) - _softplus(u)
+    return min(f, 0.0)
+
+
+def zcdp_to_delta(rho: float, epsilon: float) -> float:
+    """Smallest delta such that rho-zCDP implies (epsilon, delta)-DP (CKS conversion)."""
+    _check_rho(rho)
+    _check_epsilon(epsilon)
+    if rho == 0 or math.isinf(epsilon):
+        return 0.0
+    return math.exp(_log_delta(rho, epsilon))
+
+
+def zcdp_to_epsilon(rho: float, delta: float) -> float:
+    """Smallest epsilon with zcdp_to_delta(rho, epsilon) <= delta (to ~1e-12 relative).
+
+    Rounded towards the valid side: the returned epsilon always satisfies the bound.
+    delta = 0 gives inf for rho > 0.
+    """
+    _check_rho(rho)
+    _check_delta(delta)
+    if rho == 0:
+        return 0.0
+    if delta == 0:
+        return math.inf
+    log_target = math.log(delta)
+    if _log_delta(rho, 0.0) <= log_target:
+        return 0.0
+    lo = 0.0
+    hi = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # classical bound, always valid
+    while _log_delta(rho, hi) > log_target:  # guards against rounding in the line above
+        lo, hi = hi, 2 * hi
+    for _ in range(_MAX_ITER):
+        if hi - lo <= _REL_TOL * hi:
+            break
+        mid = (lo + hi) / 2
+        if _log_delta(rho, mid) <= log_target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def epsilon_delta_to_zcdp(epsilon: float, delta: float) -> float:
+    """Largest rho with zcdp_to_delta(rho, epsilon) <= delta (to ~1e-12 relative).
+
+    Rounded towards the valid side: the returned rho always satisfies the bound.
+    """
+    _check_epsilon(epsilon)
+    _check_delta(delta)
+    if delta == 0:
+        return 0.0
+    if math.isinf(epsilon):
+        raise ValueError("epsilon must be finite to convert to a zCDP budget")
+    log_target = math.log(delta)
+    lo, hi = 0.0, max(epsilon, 1.0)
+    while _log_delta(hi, epsilon) <= log_target:
+        lo, hi = hi, 2 * hi
+    for _ in range(_MAX_ITER):
+        if hi - lo <= _REL_TOL * hi:
+            break
+        mid = (lo + hi) / 2
+        if _log_delta(mid, epsilon) <= log_target:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def pure_dp_to_zcdp(epsilon: float) -> float:
+    """epsilon-DP implies (epsilon^2 / 2)-zCDP (Bun and Steinke 2016, Proposition 1.4)."""
+    _check_epsilon(epsilon)
+    return epsilon**2 / 2
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A zCDP budget rho, reported as the (epsilon, delta)-DP guarantee it implies at `delta`."""
+
+    rho: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        _check_rho(self.rho)
+        _check_delta(self.delta)
+
+    @property
+    def epsilon(self) -> float:
+        """The epsilon that rho implies at this delta (inf when delta = 0 and rho > 0)."""
+        return zcdp_to_epsilon(self.rho, self.delta)
+
+    @classmethod
+    def from_epsilon_delta(cls, epsilon: float, delta: float) -> Budget:
+        """The largest rho whose (epsilon, delta) guarantee is at least as strong as asked."""
+        return cls(epsilon_delta_to_zcdp(epsilon, delta), delta)
+
+    @classmethod
+    def from_rho(cls, rho: float, delta: float = 1e-9) -> Budget:
+        return cls(rho, delta)
+
+    def _same_delta(self, other: Budget) -> None:
+        if other.delta != self.delta:
+            raise ValueError(
+                f"cannot combine budgets reported at different deltas ({self.delta:g} and {other.delta:g})"
+            )
+
+    def __add__(self, other: object) -> Budget:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        self._same_delta(other)
+        return Budget(self.rho + other.rho, self.delta)
+
+    def __sub__(self, other: object) -> Budget:
+        """Remaining budget; a float residue within 1e-12 relative of zero becomes 0."""
+        if not isinstance(other, Budget):
+            return NotImplemented
+        self._same_delta(other)
+        rho = self.rho - other.rho
+        if rho < 0:
+            if -rho > _REL_TOL * max(self.rho, other.rho):
+                raise ValueError(f"cannot subtract rho={other.rho:g} from rho={self.rho:g}")
+            rho = 0.0
+        return Budget(rho, self.delta)
+
+    def __str__(self) -> str:
+        return f"ρ={self.rho:#.3g} (ε={self.epsilon:#.4g}, δ={self.delta:g})"

@@ -1,0 +1,401 @@
+"""Implicit query matrices: linear operators that only materialize when asked.
+
+Every class offers `shape`, `matvec`/`rmatvec` (on a vector or on a matrix of
+column vectors), `gram()` (AᵀA, itself implicit where structure allows),
+`dense()`, `transpose()`, and the sensitivities used by the mechanisms:
+`sensitivity(1)` is the largest column L1 norm, `sensitivity(2)` the largest
+column L2 norm (add/remove one individual changes one histogram cell by one).
+
+Kronecker products never form the full matrix: a matvec applies one factor per
+tensor axis, which is how workloads over large domains stay cheap.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from math import prod
+
+import numpy as np
+
+from mechanisms.arrays import xp
+
+
+class Matrix:
+    """Base class of implicit matrices. Subclasses define `shape` and `_matmat`."""
+
+    shape: tuple[int, int]
+
+    # --- products -------------------------------------------------------
+    def matvec(self, x):
+        """A @ x for a vector (n,) or a matrix of columns (n, k)."""
+        x = xp().asarray(x)
+        if x.shape[0] != self.shape[1]:
+            raise ValueError(f"matvec: expected {self.shape[1]} rows, got {x.shape[0]}")
+        if x.ndim == 1:
+            return self._matmat(x[:, None])[:, 0]
+        return self._matmat(x)
+
+    def rmatvec(self, y):
+        """Aᵀ @ y."""
+        return self.transpose().matvec(y)
+
+    def _matmat(self, x):
+        raise NotImplementedError
+
+    def __matmul__(self, other):
+        if isinstance(other, Matrix):
+            return Product(self, other)
+        return self.matvec(other)
+
+    # --- structure -------------------------------------------------------
+    def transpose(self) -> "Matrix":
+        return Dense(self.dense().T)
+
+    @property
+    def T(self) -> "Matrix":
+        return self.transpose()
+
+    def dense(self):
+        """The explicit matrix (only sensible for small shapes)."""
+        return self._matmat(xp().eye(self.shape[1]))
+
+    def gram(self) -> "Matrix":
+        """AᵀA."""
+        d = self.dense()
+        return Dense(d.T @ d)
+
+    def column_norms(self, p: int):
+        """Vector of column Lp norms raised to the power p (sum_i |A_ij|^p)."""
+        return (xp().abs(self.dense()) ** p).sum(axis=0)
+
+    def sensitivity(self, p: int) -> float:
+        """Largest column Lp norm: the Lp sensitivity under add/remove one cell count."""
+        return float(self.column_norms(p).max()) ** (1.0 / p)
+
+    def __mul__(self, c: float) -> "Matrix":
+        return Weighted(self, float(c))
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self.shape}"
+
+
+class Dense(Matrix):
+    """An explicit matrix."""
+
+    def __init__(self, array):
+        a = xp().asarray(array, dtype=float)
+        if a.ndim == 1:
+            a = a[None, :]
+        self.array = a
+        self.shape = a.shape
+
+    def _matmat(self, x):
+        return self.array @ x
+
+    def dense(self):
+        return self.array
+
+    def transpose(self) -> Matrix:
+        return Dense(self.array.T)
+
+
+class Identity(Matrix):
+    def __init__(self, n: int):
+        self.shape = (n, n)
+
+    def _matmat(self, x):
+        return x
+
+    def transpose(self) -> Matrix:
+        return self
+
+    def gram(self) -> Matrix:
+        return self
+
+    def column_norms(self, p: int):
+        return xp().ones(self.shape[1])
+
+
+class Diagonal(Matrix):
+    """diag(values): a GROUP BY factor restricted by a predicate, or weighted by SUM values."""
+
+    def __init__(self, values):
+        self.values = xp().asarray(values, dtype=float)
+        self.shape = (self.values.size, self.values.size)
+
+    def _matmat(self, x):
+        return self.values[:, None] * x
+
+    def transpose(self) -> Matrix:
+        return self
+
+    def dense(self):
+        return xp().diag(self.values)
+
+    def gram(self) -> Matrix:
+        return Diagonal(self.values**2)
+
+    def column_norms(self, p: int):
+        return xp().abs(self.values) ** p
+
+
+class Ones(Matrix):
+    """The m x n all-ones matrix; `Total(n)` is its single-row case."""
+
+    def __init__(self, m: int, n: int):
+        self.shape = (m, n)
+
+    def _matmat(self, x):
+        return xp().repeat(x.sum(axis=0, keepdims=True), self.shape[0], axis=0)
+
+    def transpose(self) -> Matrix:
+        return Ones(self.shape[1], self.shape[0])
+
+    def gram(self) -> Matrix:
+        return Weighted(Ones(self.shape[1], self.shape[1]), float(self.shape[0]))
+
+    def column_norms(self, p: int):
+        return xp().full(self.shape[1], float(self.shape[0]))
+
+
+def Total(n: int) -> Ones:
+    """The single query summing all n cells."""
+    return Ones(1, n)
+
+
+class Prefix(Matrix):
+    """Lower-triangular ones: row i sums cells 0..i (CDF queries)."""
+
+    def __init__(self, n: int):
+        self.shape = (n, n)
+
+    def _matmat(self, x):
+        return xp().cumsum(x, axis=0)
+
+    def transpose(self) -> Matrix:
+        return _Suffix(self.shape[0])
+
+    def gram(self) -> Matrix:
+        i = xp().arange(self.shape[0])
+        return Dense(self.shape[0] - xp().maximum(i[:, None], i[None, :]))
+
+    def column_norms(self, p: int):
+        return (self.shape[0] - xp().arange(self.shape[0])).astype(float)
+
+
+class _Suffix(Matrix):
+    """Transpose of Prefix: row j sums cells j..n-1."""
+
+    def __init__(self, n: int):
+        self.shape = (n, n)
+
+    def _matmat(self, x):
+        return xp().cumsum(x[::-1], axis=0)[::-1]
+
+    def transpose(self) -> Matrix:
+        return Prefix(self.shape[0])
+
+
+class AllRange(Matrix):
+    """All n(n+1)/2 contiguous ranges [i, j], i <= j, in row-major order of (i, j)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.shape = (n * (n + 1) // 2, n)
+        self._i, self._j = np.triu_indices(n)
+
+    def _matmat(self, x):
+        m = xp()
+        s = m.concatenate([m.zeros((1, x.shape[1])), m.cumsum(x, axis=0)])
+        return s[m.asarray(self._j) + 1] - s[m.asarray(self._i)]
+
+    def transpose(self) -> Matrix:
+        return _AllRangeT(self)
+
+    def gram(self) -> Matrix:
+        k = xp().arange(self.n)
+        lo = xp().minimum(k[:, None], k[None, :])
+        hi = xp().maximum(k[:, None], k[None, :])
+        return Dense((lo + 1) * (self.n - hi))
+
+    def column_norms(self, p: int):
+        k = xp().arange(self.n)
+        return ((k + 1) * (self.n - k)).astype(float)
+
+
+class _AllRangeT(Matrix):
+    def __init__(self, base: AllRange):
+        self.base = base
+        self.shape = (base.shape[1], base.shape[0])
+
+    def _matmat(self, y):
+        m = xp()
+        n = self.base.n
+        # cell c receives every range (i, j) with i <= c <= j: difference arrays.
+        diff = m.zeros((n + 1, y.shape[1]))
+        i, j = m.asarray(self.base._i), m.asarray(self.base._j)
+        if m is np:
+            np.add.at(diff, i, y)
+            np.add.at(diff, j + 1, -y)
+        else:  # cupyx scatter_add has the same semantics
+            import cupyx  # type: ignore[import-not-found]
+
+            cupyx.scatter_add(diff, i, y)
+            cupyx.scatter_add(diff, j + 1, -y)
+        return m.cumsum(diff, axis=0)[:n]
+
+    def transpose(self) -> Matrix:
+        return self.base
+
+
+class Weighted(Matrix):
+    """c * A."""
+
+    def __init__(self, base: Matrix, weight: float):
+        self.base, self.weight = base, float(weight)
+        self.shape = base.shape
+
+    def _matmat(self, x):
+        return self.weight * self.base._matmat(x)
+
+    def transpose(self) -> Matrix:
+        return Weighted(self.base.transpose(), self.weight)
+
+    def gram(self) -> Matrix:
+        return Weighted(self.base.gram(), self.weight**2)
+
+    def column_norms(self, p: int):
+        return abs(self.weight) ** p * self.base.column_norms(p)
+
+
+class Product(Matrix):
+    """A @ B."""
+
+    def __init__(self, left: Matrix, right: Matrix):
+        if left.shape[1] != right.shape[0]:
+            raise ValueError(f"cannot multiply {left.shape} by {right.shape}")
+        self.left, self.right = left, right
+        self.shape = (left.shape[0], right.shape[1])
+
+    def _matmat(self, x):
+        return self.left._matmat(self.right._matmat(x))
+
+    def transpose(self) -> Matrix:
+        return Product(self.right.transpose(), self.left.transpose())
+
+
+class Sum(Matrix):
+    """A sum of same-shape matrices (signed sums of Kronecker terms)."""
+
+    def __init__(self, terms: list[Matrix]):
+        shapes = {t.shape for t in terms}
+        if len(shapes) != 1:
+            raise ValueError(f"Sum of differently shaped matrices: {shapes}")
+        self.terms = list(terms)
+        self.shape = terms[0].shape
+
+    def _matmat(self, x):
+        return reduce(lambda a, b: a + b, (t._matmat(x) for t in self.terms))
+
+    def transpose(self) -> Matrix:
+        return Sum([t.transpose() for t in self.terms])
+
+    def column_norms(self, p: int):
+        """Exact for p=2 on Kronecker terms (pairwise column inner products), and for small
+        matrices; otherwise the triangle-inequality upper bound (safe for sensitivity)."""
+        kron = [_as_weighted_kronecker(t) for t in self.terms]
+        if p == 2 and all(k is not None for k in kron):
+            total = 0
+            for c1, f1 in kron:
+                for c2, f2 in kron:
+                    cols = [(a.dense() * b.dense()).sum(axis=0) for a, b in zip(f1, f2)]
+                    total = total + c1 * c2 * reduce(xp().kron, cols, xp().ones(1))
+            return xp().maximum(total, 0.0)
+        if self.shape[0] * self.shape[1] <= 10_000_000:
+            return (xp().abs(self.dense()) ** p).sum(axis=0)
+        return reduce(lambda a, b: a + b, (t.column_norms(p) ** (1.0 / p) for t in self.terms)) ** p
+
+
+class VStack(Matrix):
+    """Rows of several matrices over the same columns, stacked."""
+
+    def __init__(self, blocks: list[Matrix]):
+        if len({b.shape[1] for b in blocks}) != 1:
+            raise ValueError("VStack blocks must have the same number of columns")
+        self.blocks = list(blocks)
+        self.shape = (sum(b.shape[0] for b in blocks), blocks[0].shape[1])
+
+    def _matmat(self, x):
+        return xp().concatenate([b._matmat(x) for b in self.blocks], axis=0)
+
+    def transpose(self) -> Matrix:
+        return _HStack([b.transpose() for b in self.blocks])
+
+    def gram(self) -> Matrix:
+        return Sum([b.gram() for b in self.blocks])
+
+    def column_norms(self, p: int):
+        return reduce(lambda a, b: a + b, (b.column_norms(p) for b in self.blocks))
+
+
+class _HStack(Matrix):
+    def __init__(self, blocks: list[Matrix]):
+        self.blocks = blocks
+        self.shape = (blocks[0].shape[0], sum(b.shape[1] for b in blocks))
+
+    def _matmat(self, x):
+        out, start = 0, 0
+        for b in self.blocks:
+            out = out + b._matmat(x[start : start + b.shape[1]])
+            start += b.shape[1]
+        return out
+
+    def transpose(self) -> Matrix:
+        return VStack([b.transpose() for b in self.blocks])
+
+
+class Kronecker(Matrix):
+    """A1 ⊗ A2 ⊗ ... applied one factor per axis of the reshaped input."""
+
+    def __init__(self, factors: list[Matrix]):
+        self.factors = list(factors)
+        self.shape = (
+            prod(f.shape[0] for f in self.factors),
+            prod(f.shape[1] for f in self.factors),
+        )
+
+    def _matmat(self, x):
+        k = x.shape[1]
+        t = x.reshape(*(f.shape[1] for f in self.factors), k)
+        for axis, f in enumerate(self.factors):
+            t = xp().moveaxis(t, axis, 0)
+            moved = t.shape
+            t = f._matmat(t.reshape(moved[0], -1)).reshape(f.shape[0], *moved[1:])
+            t = xp().moveaxis(t, 0, axis)
+        return t.reshape(self.shape[0], k)
+
+    def transpose(self) -> Matrix:
+        return Kronecker([f.transpose() for f in self.factors])
+
+    def dense(self):
+        return reduce(xp().kron, (f.dense() for f in self.factors), xp().ones((1, 1)))
+
+    def gram(self) -> Matrix:
+        return Kronecker([f.gram() for f in self.factors])
+
+    def column_norms(self, p: int):
+        return reduce(xp().kron, (f.column_norms(p) for f in self.factors), xp().ones(1))
+
+    def sensitivity(self, p: int) -> float:
+        return float(prod(f.sensitivity(p) for f in self.factors))
+
+
+def _as_weighted_kronecker(m: Matrix) -> tuple[float, list[Matrix]] | None:
+    """(c, factors) when m is c * Kronecker(factors) or a Kronecker product."""
+    if isinstance(m, Weighted) and isinstance(m.base, Kronecker):
+        return m.weight, m.base.factors
+    if isinstance(m, Kronecker):
+        return 1.0, m.factors
+    return None

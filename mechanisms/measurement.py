@@ -1,0 +1,200 @@
+"""Noisy measurement of a linear query on a marginal, on an exact integer lattice.
+
+A strategy row's entries are public numbers; we read each as the exact decimal
+it prints as, find the lattice step γ they are all multiples of, and compute
+the true answer as an exact integer number of steps. Discrete Gaussian or
+discrete Laplace noise (exact samplers) is added in the same units, and the
+released value is γ·(answer + noise): a deterministic function of an integer,
+so no floating-point artefact of the true value survives in the output.
+
+`calibrate` is shared with the planner, so planned and realized noise
+variances are the same number (the exact variance of the discrete noise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import gcd, prod
+
+import numpy as np
+
+from mechanisms.matrices import Diagonal, Identity, Matrix, Ones
+from mechanisms.noise import (
+    RandomSource,
+    discrete_gaussian_variance,
+    discrete_gaussian_vector,
+    discrete_laplace_variance,
+    discrete_laplace_vector,
+    to_fraction_upper,
+)
+
+GAUSSIAN = "gaussian"
+LAPLACE = "laplace"
+NOISE_KINDS = (GAUSSIAN, LAPLACE)
+
+# Sensitivities computed in floating point are inflated by this relative margin
+# before calibration, so rounding can only add noise, never remove it.
+_SENSITIVITY_MARGIN = 1e-9
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Noise for one measurement: kind, exact scale in lattice units, per-entry variance."""
+
+    kind: str
+    scale: Fraction  # σ² (gaussian) or the Laplace scale b, in lattice units
+    granularity: Fraction
+    variance: float  # variance of one released entry, in answer units
+
+
+def calibrate(kind: str, sensitivity: float, share: float, granularity: Fraction = Fraction(1)) -> Calibration:
+    """Noise for a query of the given sensitivity and budget share.
+
+    `share` is ρ (zCDP) for Gaussian noise and ε (pure DP) for Laplace noise.
+    """
+    if share <= 0:
+        raise ValueError("a measurement needs a positive budget share")
+    units = sensitivity * (1.0 + _SENSITIVITY_MARGIN) / float(granularity)
+    g2 = float(granularity) ** 2
+    if kind == GAUSSIAN:
+        sigma2 = to_fraction_upper(units**2 / (2.0 * share))
+        return Calibration(kind, sigma2, granularity, g2 * discrete_gaussian_variance(sigma2))
+    if kind == LAPLACE:
+        scale = to_fraction_upper(units / share)
+        return Calibration(kind, scale, granularity, g2 * discrete_laplace_variance(scale))
+    raise ValueError(f"unknown noise kind {kind!r}")
+
+
+@dataclass
+class Measurement:
+    """Noisy answers on a clique: the marginal itself, or one block measured directly.
+
+    `key` is the measured block's fingerprint for direct (per-query)
+    measurements and None for marginals. `cost` is ρ for Gaussian noise and
+    ε for Laplace noise; `variance` is the exact per-entry noise variance.
+    """
+
+    clique: tuple[str, ...]
+    noise: str
+    cost: float
+    variance: float
+    values: np.ndarray
+    key: str | None = None
+
+    @property
+    def is_marginal(self) -> bool:
+        return self.key is None
+
+
+def measure(
+    counts: np.ndarray,
+    query: Matrix | None,
+    kind: str,
+    share: float,
+    rng: RandomSource,
+    contribution_bound: int = 1,
+) -> tuple[np.ndarray, Calibration]:
+    """Release `query @ counts` (the marginal itself if query is None) with exact discrete noise.
+
+    `counts` are the exact integer cell counts of the clique marginal. Returns
+    the noisy values and the calibration used.
+    """
+    counts = np.asarray(counts)
+    if not np.issubdtype(counts.dtype, np.integer):
+        raise TypeError("marginal counts must be integers")
+    if query is None:
+        step, exact = Fraction(1), [int(c) for c in counts.ravel()]
+        sensitivity = 1.0
+    else:
+        step, exact = _exact_answer(query, counts.ravel())
+        sensitivity = query.sensitivity(2 if kind == GAUSSIAN else 1)
+    cal = calibrate(kind, sensitivity * contribution_bound, share, step)
+    if kind == GAUSSIAN:
+        noise = discrete_gaussian_vector(cal.scale, len(exact), rng)
+    else:
+        noise = discrete_laplace_vector(cal.scale, len(exact), rng)
+    released = [float(step * (a + int(z))) for a, z in zip(exact, noise)]
+    return np.asarray(released, dtype=float), cal
+
+
+def lattice_step(values) -> Fraction:
+    """The largest γ such that every value (read as its printed decimal) is a multiple of γ."""
+    fracs = {Fraction(repr(float(v))) for v in np.unique(np.asarray(values, dtype=float)) if v != 0}
+    if not fracs:
+        return Fraction(1)
+    num = 0
+    den = 1
+    for f in fracs:
+        num = gcd(num, f.numerator)
+        den = den * f.denominator // gcd(den, f.denominator)
+    return Fraction(num, den)
+
+
+def _integer_units(values: np.ndarray, step: Fraction) -> np.ndarray:
+    """values / step as exact Python integers."""
+    flat = np.asarray(values, dtype=float)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    units = [Fraction(repr(float(u))) / step for u in uniq]
+    if any(u.denominator != 1 for u in units):
+        raise ArithmeticError("query entries are not multiples of the lattice step")
+    ints = [u.numerator for u in units]
+    return np.asarray(ints, dtype=object)[inverse].reshape(flat.shape)
+
+
+def _kronecker_terms(query: Matrix) -> list[tuple[Fraction, list[np.ndarray], list[Fraction]]]:
+    """(term step, dense factors, factor steps) of a sum of weighted Kronecker products."""
+    from mechanisms.matrices import Kronecker, Sum, Weighted
+
+    out = []
+    for t in query.terms if isinstance(query, Sum) else [query]:
+        coef, base = (t.weight, t.base) if isinstance(t, Weighted) else (1.0, t)
+        dense = [_factor_dense(f) for f in (base.factors if isinstance(base, Kronecker) else [base])]
+        steps = [lattice_step(d) for d in dense]
+        out.append((Fraction(repr(float(coef))) * prod(steps, start=Fraction(1)), dense, steps))
+    return out
+
+
+def _fraction_gcd(values: list[Fraction]) -> Fraction:
+    step = Fraction(0)
+    for v in values:
+        v = abs(v)
+        step = Fraction(
+            gcd(step.numerator * v.denominator, v.numerator * step.denominator),
+            step.denominator * v.denominator,
+        )
+    return step or Fraction(1)
+
+
+def query_step(query: Matrix | None) -> Fraction:
+    """The lattice step γ of a query's answers (1 for a marginal of counts)."""
+    if query is None:
+        return Fraction(1)
+    return _fraction_gcd([s for s, _, _ in _kronecker_terms(query) if s != 0])
+
+
+def _exact_answer(query: Matrix, counts: np.ndarray) -> tuple[Fraction, list[int]]:
+    """(γ, exact answers in units of γ) for a query that is a (sum of weighted) Kronecker product."""
+    terms = _kronecker_terms(query)
+    step = _fraction_gcd([s for s, _, _ in terms if s != 0])
+    total = np.zeros(query.shape[0], dtype=object)
+    for term_step, dense, steps in terms:
+        if term_step == 0:
+            continue
+        multiplier = term_step / step
+        t = counts.astype(object).reshape([d.shape[1] for d in dense])
+        for axis, (d, s) in enumerate(zip(dense, steps)):
+            units = _integer_units(d, s).astype(object)
+            t = np.moveaxis(np.tensordot(units, t, axes=([1], [axis])), 0, axis)
+        total = total + t.ravel() * multiplier.numerator
+    return step, [int(v) for v in total]
+
+
+def _factor_dense(f: Matrix) -> np.ndarray:
+    if isinstance(f, Identity):
+        return np.eye(f.shape[0])
+    if isinstance(f, Diagonal):
+        return np.diag(np.asarray(f.values, dtype=float))
+    if isinstance(f, Ones):
+        return np.ones(f.shape)
+    return np.asarray(f.dense(), dtype=float)

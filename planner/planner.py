@@ -1,0 +1,134 @@
+"""Workload -> Plan: choose a strategy family per group of blocks and split the budget.
+
+Blocks are grouped by shared attributes (connected components). Each group is
+costed under every family at a unit budget; the cheapest wins. Groups that chose
+marginals are then optimized jointly (their measurements share residuals in
+least squares), per-query groups are split in closed form, and the budget is
+divided between the two parts optimally. The expected RMSE of every block is
+then computed exactly, including what earlier measurements contribute.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from mechanisms.domain import Domain
+from mechanisms.marginals import Clique, residual_precisions, row_moments
+from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, calibrate, query_step
+from mechanisms.workload import Block, Workload
+from planner.families import MARGINALS, PER_QUERY, Marginals, PerQuery, budget_exponent, split
+from planner.plan import Alternative, Plan, PlannedMeasurement
+
+MIXED = "mixed"
+
+
+def _groups(blocks: list[Block], domain: Domain) -> list[list[Block]]:
+    """Connected components of blocks linked by shared attributes."""
+    parent = list(range(len(blocks)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, b in enumerate(blocks):
+        for a in b.attributes(domain):
+            if a in owner:
+                parent[find(i)] = find(owner[a])
+            else:
+                owner[a] = i
+    groups: dict[int, list[Block]] = {}
+    for i, b in enumerate(blocks):
+        groups.setdefault(find(i), []).append(b)
+    return list(groups.values())
+
+
+def plan_workload(
+    workload: Workload,
+    budget: float,
+    noise: str = GAUSSIAN,
+    delta: float = 0.0,
+    existing: Iterable[tuple[Clique, float]] = (),
+) -> Plan:
+    """Plan the blocks of `workload` under `budget` (ρ for Gaussian, ε for Laplace noise).
+
+    `existing` lists (clique, cell variance) of marginals measured earlier; they
+    lower the expected error of the new plan but are not re-measured.
+    """
+    if noise not in NOISE_KINDS:
+        raise ValueError(f"unknown noise {noise!r}")
+    if budget <= 0:
+        raise ValueError("the budget of a plan must be positive")
+    domain = workload.domain
+    blocks = [b for b in workload.blocks if b.terms]
+    families = {PER_QUERY: PerQuery(domain, noise), MARGINALS: Marginals(domain, noise)}
+
+    chosen: dict[str, list[Block]] = {PER_QUERY: [], MARGINALS: []}
+    for group in _groups(blocks, domain):
+        costs = {name: fam.unit_error(group) for name, fam in families.items()}
+        chosen[min(costs, key=costs.get)].extend(group)
+    # A block that is exactly a marginal is the same measurement in both families;
+    # optimizing it with the other marginals lets least squares share residuals.
+    if chosen[MARGINALS]:
+        moved = [b for b in chosen[PER_QUERY] if b.is_marginal()]
+        chosen[PER_QUERY] = [b for b in chosen[PER_QUERY] if not b.is_marginal()]
+        chosen[MARGINALS].extend(moved)
+
+    parts = [(name, bs) for name, bs in chosen.items() if bs]
+    unit_errors = [families[name].unit_error(bs) for name, bs in parts]
+    fractions = split(unit_errors, noise) if parts else []
+    k = budget_exponent(noise)
+
+    measurements: list[PlannedMeasurement] = []
+    family_of: dict[str, str] = {}
+    for (name, bs), fraction in zip(parts, fractions):
+        for b in bs:
+            family_of[b.name] = name
+        for alloc in families[name].allocate(bs):
+            share = budget * fraction * alloc.fraction
+            query = None if alloc.block is None else alloc.block.matrix(domain)
+            cal = calibrate(noise, alloc.sensitivity, share, query_step(query))
+            measurements.append(
+                PlannedMeasurement(alloc.clique, alloc.block, share, alloc.sensitivity, cal.variance, name)
+            )
+
+    rows = sum(b.num_rows(domain) * b.weight for b in blocks)
+    alternatives = [
+        Alternative(name, fam.unit_error(blocks) / budget**k, rows) for name, fam in families.items()
+    ]
+    label = parts[0][0] if len(parts) == 1 else MIXED
+    if len(parts) > 1:
+        total = sum(e ** (1.0 / (k + 1)) for e in unit_errors) ** (k + 1)
+        alternatives.append(Alternative(MIXED, total / budget**k, rows))
+
+    expected = expected_rmse(workload, measurements, existing)
+    return Plan(noise, delta, measurements, family_of, expected, alternatives, label)
+
+
+def expected_rmse(
+    workload: Workload,
+    planned: list[PlannedMeasurement],
+    existing: Iterable[tuple[Clique, float]] = (),
+) -> dict[str, float]:
+    """Exact per-row RMSE of every block once `planned` (and `existing`) are measured."""
+    domain = workload.domain
+    marginals = list(existing) + [(m.clique, m.variance) for m in planned if m.block is None]
+    precision = residual_precisions(domain, marginals)
+
+    def variance(s: Clique) -> float:
+        return 1.0 / precision[s] if s in precision else 0.0
+
+    direct = {m.block.name: m.variance for m in planned if m.block is not None}
+    out = {}
+    for b in workload.blocks:
+        if not b.terms:
+            out[b.name] = 0.0
+        elif b.name in direct:
+            out[b.name] = float(np.sqrt(direct[b.name]))
+        else:
+            out[b.name] = float(np.sqrt(np.mean(row_moments(b, b, domain, variance))))
+    return out
