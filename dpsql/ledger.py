@@ -26,9 +26,9 @@ _SLACK = 1e-9
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS dpsql_budget (
-        noise VARCHAR NOT NULL, total DOUBLE NOT NULL, delta DOUBLE NOT NULL, created TIMESTAMPTZ NOT NULL)""",
+        noise VARCHAR NOT NULL, total DOUBLE NOT NULL, delta DOUBLE NOT NULL, created TIMESTAMP NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS dpsql_ledger (
-        seq BIGINT PRIMARY KEY, charged_at TIMESTAMPTZ NOT NULL, who VARCHAR NOT NULL, table_name VARCHAR,
+        seq BIGINT PRIMARY KEY, charged_at TIMESTAMP NOT NULL, who VARCHAR NOT NULL, table_name VARCHAR,
         statement VARCHAR NOT NULL, cost DOUBLE NOT NULL, detail VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS dpsql_measurements (
         seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, signature VARCHAR NOT NULL,
@@ -154,7 +154,7 @@ class Ledger:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _user() -> str:

@@ -1,0 +1,227 @@
+"""DB-API end to end: results with error bars, the ledger, free re-answers, refusals."""
+
+import duckdb
+import pytest
+
+import dpsql
+from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+
+ROWS = 30_000
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    path = tmp_path_factory.mktemp("db") / "people.duckdb"
+    con = duckdb.connect(str(path))
+    create_people_table(con, rows=ROWS)
+    con.close()
+    return str(path)
+
+
+@pytest.fixture
+def conn(database, tmp_path):
+    c = dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, epsilon=1.0, state=str(tmp_path / "state"), seed=7)
+    yield c
+    c.close()
+
+
+def test_module_globals():
+    assert dpsql.apilevel == "2.0"
+    assert dpsql.paramstyle == "qmark"
+    assert dpsql.threadsafety in (0, 1, 2, 3)
+    for name in ("Warning", "Error", "InterfaceError", "DatabaseError", "DataError", "OperationalError",
+                 "IntegrityError", "InternalError", "ProgrammingError", "NotSupportedError"):
+        assert issubclass(getattr(dpsql, name), Exception)
+    assert issubclass(dpsql.ProgrammingError, dpsql.DatabaseError)
+    assert issubclass(dpsql.DatabaseError, dpsql.Error)
+
+
+def test_dp_query_returns_every_group_with_stderr_and_ci(conn):
+    cur = conn.cursor()
+    cur.execute("SELECT education, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY education")
+    assert [d[0] for d in cur.description] == ["education", "n", "avg_income"]
+    rows = cur.fetchall()
+    assert [r[0] for r in rows] == ["None", "Primary", "Some HS", "HS", "Some college", "Bachelors", "Masters", "Doctorate"]
+    assert cur.rowcount == 8
+    stderr = cur.result.stderr
+    assert len(stderr) == 8 and all(e[0] is None and e[1] > 0 and e[2] > 0 for e in stderr)
+    for (lo, hi), row in zip((ci[1] for ci in cur.result.ci(0.95)), rows):
+        assert lo < row[1] < hi
+    assert cur.result.ci(0.99)[0][1][1] - cur.result.ci(0.99)[0][1][0] > cur.result.ci(0.9)[0][1][1] - cur.result.ci(0.9)[0][1][0]
+
+
+def test_fetch_methods(conn):
+    cur = conn.cursor()
+    cur.execute("SELECT region, COUNT(*) FROM people GROUP BY region")
+    first = cur.fetchone()
+    two = cur.fetchmany(2)
+    rest = cur.fetchall()
+    assert first is not None and len(two) == 2 and len(rest) == 1
+    assert cur.fetchone() is None
+    cur.arraysize = 3
+    cur.execute("SELECT region, COUNT(*) FROM people GROUP BY region")
+    assert len(cur.fetchmany()) == 3
+    assert cur.nextset() is None
+    cur.close()
+    with pytest.raises(dpsql.InterfaceError):
+        cur.execute("SELECT COUNT(*) FROM people")
+
+
+def test_answers_are_close_to_the_truth(conn, database):
+    cur = conn.cursor()
+    cur.execute("SELECT sex, COUNT(*) FROM people WHERE age BETWEEN 18 AND 64 GROUP BY sex")
+    noisy = dict(cur.fetchall())
+    se = cur.result.stderr[0][1]
+    truth = dict(conn.session.con.execute(
+        "SELECT sex, COUNT(*) FROM people WHERE age BETWEEN 18 AND 64 GROUP BY sex").fetchall())
+    for k in truth:
+        assert abs(noisy[k] - truth[k]) < 6 * se
+
+
+def test_reasking_and_span_are_free(conn):
+    cur = conn.cursor()
+    cur.execute("SELECT sex, race, COUNT(*) FROM people GROUP BY sex, race")
+    spent = conn.budget.spent.rho
+    assert spent > 0
+    first = cur.fetchall()
+    cur.execute("SELECT sex, race, COUNT(*) FROM people GROUP BY sex, race")
+    assert cur.fetchall() == first
+    cur.execute("SELECT race, COUNT(*) FROM people GROUP BY race")  # in the span of (sex, race)
+    cur.execute("SELECT COUNT(*) FROM people WHERE sex = 'F' AND race IN ('Asian', 'Other')")
+    assert conn.budget.spent.rho == spent
+    assert cur.result.charged == 0
+
+
+def test_ledger_is_durable_across_reconnects(database, tmp_path):
+    state = str(tmp_path / "ledger")
+    with dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, epsilon=1.0, state=state, seed=1) as c:
+        c.execute("SELECT marital, COUNT(*) FROM people GROUP BY marital")
+        answer = c.cursor().execute("SELECT marital, COUNT(*) FROM people GROUP BY marital").fetchall()
+        spent = c.budget.spent.rho
+    with dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, state=state) as c:
+        assert c.budget.spent.rho == pytest.approx(spent)
+        assert c.budget.total.epsilon == pytest.approx(1.0)
+        cur = c.cursor().execute("SELECT marital, COUNT(*) FROM people GROUP BY marital")
+        assert cur.fetchall() == answer
+        assert c.budget.spent.rho == pytest.approx(spent)
+        assert len(c.ledger.charges()) == 1
+    with pytest.raises(dpsql.ProgrammingError, match="already holds"):
+        dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, epsilon=5.0, state=state)
+
+
+BAD_QUERIES = [
+    "SELECT age FROM people",
+    "SELECT * FROM people",
+    "SELECT COUNT(*) FROM people p JOIN people q ON p.age = q.age",
+    "SELECT COUNT(*) FROM (SELECT * FROM people)",
+    "SELECT MAX(age) FROM people",
+    "SELECT COUNT(DISTINCT age) FROM people",
+    "SELECT COUNT(*) FROM people WHERE age = 150",
+    "SELECT COUNT(*) FROM people WHERE sex = 'X'",
+    "SELECT COUNT(*) FROM people WHERE person_id = 3",
+    "SELECT COUNT(*) FROM nosuchtable",
+    "SELECT COUNT(*) OVER () FROM people",
+    "DELETE FROM people",
+    "DROP TABLE people",
+    "INSERT INTO people (age) VALUES (3)",
+    "SELEC COUNT(*) FROM people",
+    "SELECT COUNT(*) FROM people WHERE income = 52000",
+]
+
+
+@pytest.mark.parametrize("sql", BAD_QUERIES)
+def test_errors_never_charge(conn, sql):
+    before = conn.budget.spent.rho
+    with pytest.raises(dpsql.Error):
+        conn.cursor().execute(sql)
+    assert conn.budget.spent.rho == before == 0
+    assert conn.session.con.execute("SELECT COUNT(*) FROM people").fetchone()[0] == ROWS
+
+
+def test_budget_is_enforced(database, tmp_path):
+    with dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, epsilon=0.25, query_epsilon=0.1,
+                       state=str(tmp_path / "s"), seed=2) as c:
+        cur = c.cursor()
+        cur.execute("SELECT sex, COUNT(*) FROM people GROUP BY sex")
+        cur.execute("SELECT race, COUNT(*) FROM people GROUP BY race")
+        spent = c.budget.spent.rho
+        with pytest.raises(dpsql.BudgetExceededError, match="nothing was charged"):
+            for col in ("education", "marital", "region", "age"):
+                cur.execute(f"SELECT {col}, COUNT(*) FROM people GROUP BY {col}")
+                spent = c.budget.spent.rho
+        assert c.budget.spent.rho == spent <= c.budget.total.rho
+        cur.execute("SELECT sex, COUNT(*) FROM people GROUP BY sex")  # still free
+        assert c.budget.spent.rho == spent
+
+
+def test_query_share_is_settable(conn):
+    cur = conn.cursor()
+    cur.execute("SET dpsql.query_epsilon = 0.05")
+    cur.execute("SELECT region, COUNT(*) FROM people GROUP BY region")
+    assert conn.budget.spent.epsilon == pytest.approx(0.05, rel=1e-6)
+
+
+def test_workload_is_planned_once_with_one_result_per_query(conn):
+    cur = conn.cursor()
+    cur.execute("""
+        BEGIN WORKLOAD WITH (epsilon = 0.3);
+        SELECT sex, COUNT(*) FROM people GROUP BY sex;
+        SELECT COUNT(*) FROM people WHERE age < 18;
+        SELECT education, AVG(income) FROM people GROUP BY education;
+        END WORKLOAD;
+    """)
+    sizes = [len(cur.fetchall())]
+    while cur.nextset():
+        sizes.append(len(cur.fetchall()))
+    assert sizes == [2, 1, 8]
+    assert len(conn.ledger.charges()) == 1
+    assert conn.budget.spent.epsilon == pytest.approx(0.3, rel=1e-6)
+
+
+def test_workload_across_execute_calls_and_explain(conn):
+    cur = conn.cursor()
+    cur.execute("EXPLAIN BEGIN WORKLOAD WITH (epsilon = 0.3); SELECT sex, COUNT(*) FROM people GROUP BY sex; "
+                "SELECT COUNT(*) FROM people WHERE age < 18; END WORKLOAD")
+    text = "\n".join(r[0] for r in cur.fetchall())
+    assert "Expected RMSE" in text and "Alternatives" in text
+    cur.execute("EXPLAIN SELECT age, COUNT(*) FROM people GROUP BY age")
+    assert conn.budget.spent.rho == 0
+    cur.execute("BEGIN WORKLOAD")
+    cur.execute("SELECT region, COUNT(*) FROM people GROUP BY region")
+    cur.execute("END WORKLOAD")
+    assert len(cur.fetchall()) == 4
+
+
+def test_having_order_limit_on_noisy_values(conn):
+    cur = conn.cursor()
+    cur.execute("SELECT race, COUNT(*) AS n FROM people GROUP BY race HAVING COUNT(*) > 1000 ORDER BY n DESC LIMIT 2")
+    rows = cur.fetchall()
+    assert len(rows) <= 2 and rows == sorted(rows, key=lambda r: -r[1])
+    assert all(r[1] > 1000 for r in rows)
+
+
+def test_parameters_are_bound(conn):
+    cur = conn.cursor()
+    cur.execute("SELECT COUNT(*) FROM people WHERE age >= ? AND sex = ?", [30, "F"])
+    assert cur.fetchone()[0] > 0
+    cur.executemany("SELECT COUNT(*) FROM people WHERE age >= ?", [[40], [50]])
+    assert cur.fetchone()[0] > 0
+
+
+def test_public_tables_pass_through(conn):
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE notes (id INTEGER, txt VARCHAR)")
+    cur.execute("INSERT INTO notes VALUES (1, 'a'), (2, 'b')")
+    assert cur.execute("SELECT * FROM notes ORDER BY id").fetchall() == [(1, "a"), (2, "b")]
+    cur.execute("DROP TABLE notes")
+    assert conn.budget.spent.rho == 0
+
+
+def test_pure_dp_mode_uses_epsilon(database, tmp_path):
+    with dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, epsilon=1.0, delta=0,
+                       state=str(tmp_path / "pure"), seed=3) as c:
+        cur = c.cursor().execute("SELECT sex, COUNT(*) FROM people GROUP BY sex")
+        assert len(cur.fetchall()) == 2
+        assert c.budget.spent.epsilon == pytest.approx(0.1)
+        assert c.budget.spent.delta == 0
+        assert c.session.noise == "laplace"
