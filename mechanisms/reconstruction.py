@@ -34,8 +34,8 @@ class NotInSpan(LookupError):
 
 @dataclass
 class _Part:
-    estimate: np.ndarray
     variance: np.ndarray
+    estimate: np.ndarray | None  # None when only variances were asked for
 
 
 class LeastSquaresModel:
@@ -78,35 +78,39 @@ class LeastSquaresModel:
     def _marginal_covers(self, block: Block) -> bool:
         return all(s in self._precision for s in residual_weights(block, self.domain))
 
-    def _marginal_part(self, block: Block) -> _Part | None:
+    def _marginal_part(self, block: Block, with_estimate: bool) -> _Part | None:
         if not self._marginal_covers(block):
             return None
+        variance = row_moments(block, block, self.domain, self._finite_variance)
+        if not with_estimate:
+            return _Part(variance, None)
         clique = block.attributes(self.domain)
         residuals = {s: self._residual(s) for s in subsets(clique) if s in self._precision}
         for s in subsets(clique):  # uncovered residuals carry zero weight for this block
             residuals.setdefault(s, np.zeros(self.domain.shape(s)))
         x = expand(self.domain, residuals, clique)
         estimate = np.asarray(block.matrix(self.domain, clique).matvec(x), dtype=float)
-        variance = row_moments(block, block, self.domain, self._finite_variance)
-        return _Part(estimate, variance)
+        return _Part(variance, estimate)
 
     def _finite_variance(self, s: Clique) -> float:
         v = self.residual_variance(s)
         return 0.0 if v == float("inf") else v
 
     # --- the direct part ---------------------------------------------------
-    def _direct_part(self, block: Block) -> _Part | None:
+    def _direct_part(self, block: Block, with_estimate: bool) -> _Part | None:
         key = block.fingerprint(self.domain)
         found = [m for m in self.measurements if m.key == key]
         if not found:
             return None
         precision = sum(1.0 / m.variance for m in found)
+        variance = np.full(block.num_rows(self.domain), 1.0 / precision)
+        if not with_estimate:
+            return _Part(variance, None)
         if len(found) == 1:
             estimate = found[0].values
         else:
             estimate = sum(m.values / m.variance for m in found) / precision
-        rows = block.num_rows(self.domain)
-        return _Part(np.asarray(estimate, dtype=float), np.full(rows, 1.0 / precision))
+        return _Part(variance, np.asarray(estimate, dtype=float))
 
     # --- public -------------------------------------------------------------
     def covers(self, block: Block) -> bool:
@@ -115,36 +119,44 @@ class LeastSquaresModel:
             m.key == block.fingerprint(self.domain) for m in self.measurements
         )
 
-    def _weights(self, block: Block) -> tuple[_Part | None, _Part | None, np.ndarray]:
-        marginal, direct = self._marginal_part(block), self._direct_part(block)
+    def _weights(self, block: Block, with_estimate: bool = True) -> tuple[_Part | None, _Part | None, np.ndarray]:
+        """Both parts and the weight α of the marginal part in each row (inverse variance)."""
+        marginal = self._marginal_part(block, with_estimate)
+        direct = self._direct_part(block, with_estimate)
         if marginal is None and direct is None:
             raise NotInSpan(f"block {block.name!r} is not determined by the measurements")
         if direct is None:
-            alpha = np.ones_like(marginal.estimate)
+            alpha = np.ones_like(marginal.variance)
         elif marginal is None:
-            alpha = np.zeros_like(direct.estimate)
+            alpha = np.zeros_like(direct.variance)
         else:
-            pm, pd = 1.0 / marginal.variance, 1.0 / direct.variance
-            alpha = pm / (pm + pd)
+            vm, vd = marginal.variance, direct.variance
+            alpha = np.where(vm + vd > 0, vd / np.where(vm + vd > 0, vm + vd, 1.0), 1.0)
         return marginal, direct, alpha
+
+    def _combine(self, block: Block, with_estimate: bool) -> tuple[np.ndarray | None, np.ndarray]:
+        marginal, direct, alpha = self._weights(block, with_estimate)
+        estimate = np.zeros_like(alpha) if with_estimate else None
+        variance = np.zeros_like(alpha)
+        for part, weight in ((marginal, alpha), (direct, 1 - alpha)):
+            if part is not None:
+                variance += weight**2 * part.variance
+                if with_estimate:
+                    estimate += weight * part.estimate
+        return estimate, variance
 
     def answer(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
         """(estimate, variance) for every row of the block."""
-        marginal, direct, alpha = self._weights(block)
-        estimate = np.zeros_like(alpha)
-        variance = np.zeros_like(alpha)
-        if marginal is not None:
-            estimate += alpha * marginal.estimate
-            variance += alpha**2 * marginal.variance
-        if direct is not None:
-            estimate += (1 - alpha) * direct.estimate
-            variance += (1 - alpha) ** 2 * direct.variance
-        return estimate, variance
+        return self._combine(block, with_estimate=True)
+
+    def variance(self, block: Block) -> np.ndarray:
+        """Per-row variance of the answer, from the measurements' variances alone (no values)."""
+        return self._combine(block, with_estimate=False)[1]
 
     def covariance(self, first: Block, second: Block) -> np.ndarray:
         """Row-wise covariance of the answers to two different blocks with the same rows."""
-        _, _, a1 = self._weights(first)
-        _, _, a2 = self._weights(second)
+        _, _, a1 = self._weights(first, with_estimate=False)
+        _, _, a2 = self._weights(second, with_estimate=False)
         if not (a1.any() and a2.any()):
             return np.zeros_like(a1)  # independent direct measurements
         model = row_moments(first, second, self.domain, self._finite_variance)

@@ -15,8 +15,9 @@ from typing import Iterable
 import numpy as np
 
 from mechanisms.domain import Domain
-from mechanisms.marginals import Clique, residual_precisions, row_moments
-from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, calibrate, query_step
+from mechanisms.marginals import Clique
+from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate, query_step
+from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
 from planner.families import MARGINALS, PER_QUERY, Marginals, PerQuery, budget_exponent, split
 from planner.plan import Alternative, Plan, PlannedMeasurement
@@ -114,21 +115,18 @@ def expected_rmse(
     planned: list[PlannedMeasurement],
     existing: Iterable[tuple[Clique, float]] = (),
 ) -> dict[str, float]:
-    """Exact per-row RMSE of every block once `planned` (and `existing`) are measured."""
+    """Exact per-row RMSE of every block once `planned` (and `existing`) are measured.
+
+    It is the variance the reconstruction will report, computed by the same
+    model from the measurements' variances alone.
+    """
     domain = workload.domain
-    marginals = list(existing) + [(m.clique, m.variance) for m in planned if m.block is None]
-    precision = residual_precisions(domain, marginals)
-
-    def variance(s: Clique) -> float:
-        return 1.0 / precision[s] if s in precision else 0.0
-
-    direct = {m.block.name: m.variance for m in planned if m.block is not None}
-    out = {}
-    for b in workload.blocks:
-        if not b.terms:
-            out[b.name] = 0.0
-        elif b.name in direct:
-            out[b.name] = float(np.sqrt(direct[b.name]))
-        else:
-            out[b.name] = float(np.sqrt(np.mean(row_moments(b, b, domain, variance))))
-    return out
+    model = LeastSquaresModel(domain)
+    for clique, variance in existing:
+        model.add(Measurement(clique, "", 0.0, variance, np.empty(0)))
+    for m in planned:
+        key = None if m.block is None else m.block.fingerprint(domain)
+        model.add(Measurement(m.clique, "", m.share, m.variance, np.empty(0), key))
+    return {
+        b.name: float(np.sqrt(np.mean(model.variance(b)))) if b.terms else 0.0 for b in workload.blocks
+    }
