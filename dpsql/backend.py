@@ -41,6 +41,8 @@ def marginal_sql(table: Table, cliques: list[Clique]) -> tuple[str, list[str]]:
     cols = ", ".join(names)
     if not names:
         return f"SELECT 0 AS grouping, COUNT(*) AS n FROM ({inner})", names
+    if len(cliques) == 1:  # a plain GROUP BY is cheaper than a single grouping set
+        return f"SELECT {cols}, 0 AS grouping, COUNT(*) AS n FROM ({inner}) GROUP BY {cols}", names
     return (
         f"SELECT {cols}, GROUPING({cols}) AS grouping, COUNT(*) AS n "
         f"FROM ({inner}) GROUP BY GROUPING SETS ({sets})",

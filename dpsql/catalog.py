@@ -89,7 +89,9 @@ class Column:
         return (self.high - self.low) / self.bins
 
     def edges(self) -> list[Decimal]:
-        return [self.low + self.width * k for k in range(self.bins + 1)]
+        # (high - low) * k / bins rather than width * k, so the last edge is exactly `high`
+        # even when the width does not terminate in decimal (e.g. 100 / 3).
+        return [self.low + (self.high - self.low) * k / self.bins for k in range(self.bins + 1)]
 
     def labels(self) -> list[Any]:
         """The value shown for each bin in GROUP BY output (NULL bin: None)."""
@@ -213,7 +215,7 @@ class Column:
         else:
             fallback = str(self.values.index(self.other)) if self.other is not None else "NULL"
             cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
-            expr = f"CASE CAST({col} AS VARCHAR) {cases} ELSE {fallback} END"
+            expr = f"CASE {col} {cases} ELSE {fallback} END"
         if self.nullable:
             expr = f"CASE WHEN {col} IS NULL THEN {self.null_bin} ELSE {expr} END"
         return f"CAST({expr} AS INTEGER)"
@@ -224,7 +226,7 @@ class Column:
         conditions = []
         if self.kind == CATEGORICAL and self.other is None:
             values = ", ".join(quote_string(v) for v in self.values)
-            conditions.append(f"CAST({col} AS VARCHAR) IN ({values})")
+            conditions.append(f"{col} IN ({values})")
         if self.nullable:
             return f"({col} IS NULL OR {conditions[0]})" if conditions else None
         conditions.insert(0, f"{col} IS NOT NULL")
@@ -286,6 +288,8 @@ def parse_column(name: str, decl: dict) -> Column:
             raise CatalogError(f"column {name!r}: values must be a non-empty list of strings")
         if len(set(values)) != len(values):
             raise CatalogError(f"column {name!r}: values must be distinct")
+        if not isinstance(decl.get("ordered", False), bool):
+            raise CatalogError(f"column {name!r}: ordered must be true or false")
         other = decl.get("other")
         if other is not None and other not in values:
             raise CatalogError(f"column {name!r}: other = {other!r} must be one of the declared values")
@@ -319,6 +323,11 @@ class Table:
     def __post_init__(self) -> None:
         if not self.columns:
             raise CatalogError(f"table {self.name!r} declares no columns")
+        lowered = [c.lower() for c in self.columns]
+        if len(set(lowered)) != len(lowered):
+            # SQL (and DuckDB) identifiers are case-insensitive: these would name one column.
+            clash = sorted(c for c in self.columns if lowered.count(c.lower()) > 1)
+            raise CatalogError(f"table {self.name!r}: column names differ only in case: {clash}")
         self.domain = Domain(tuple(self.columns), tuple(c.size for c in self.columns.values()))
 
     def column(self, name: str) -> Column:
@@ -361,6 +370,8 @@ class Catalog:
             raise CatalogError(f"unknown top-level catalog keys: {sorted(unknown)}")
         out = cls()
         for name, table in tables.items():
+            if name.lower() in out.tables:
+                raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
             if not isinstance(table, dict) or set(table) - {"columns"}:
                 raise CatalogError(f"table {name!r}: only a [tables.{name}.columns] section is supported")
             out.add_table(name, table.get("columns", {}))

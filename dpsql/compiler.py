@@ -103,11 +103,24 @@ def compile_query(sql: str, catalog: Catalog, dialect: str = "duckdb", label: st
 
 
 def compile_tree(tree: exp.Expression, sql: str, catalog: Catalog, label: str = "") -> CompiledQuery:
+    try:
+        return _compile_select(tree, sql, catalog, label)
+    except OverflowError as e:  # Predicate expansion past MAX_PREDICATE_TERMS
+        raise NotSupportedError(
+            f"the query's conditions are too complex to compile ({e}); split it into simpler "
+            "queries or use fewer OR/NOT branches across different columns"
+        ) from None
+
+
+def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str) -> CompiledQuery:
     if not isinstance(tree, exp.Select):
         raise NotSupportedError(
             f"only SELECT queries can read a protected table (got {tree.key.upper()}); "
             "protected tables are read-only through dpsql"
         )
+    if tree.args.get("with") or tree.args.get("with_"):
+        # Checked before the FROM table is resolved, which may name the CTE itself.
+        raise NotSupportedError("WITH (common table expressions) over a protected table is not supported")
     table, alias = _single_table(tree, catalog)
     _refuse_constructs(tree)
     compiler = ExpressionCompiler(table, alias)
@@ -197,6 +210,8 @@ def _single_table(tree: exp.Select, catalog: Catalog) -> tuple[Table, str | None
     table = catalog.get(source.name)
     if table is None:
         raise ProgrammingError(f"table {source.name!r} is not a protected table in the catalog")
+    if source.args.get("sample"):
+        raise NotSupportedError("TABLESAMPLE is not supported over a protected table; query the whole table")
     return table, source.alias or None
 
 
@@ -232,6 +247,10 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
     for key in ("grouping_sets", "cube", "rollup"):
         if group.args.get(key):
             raise NotSupportedError(f"GROUP BY {key.upper().replace('_', ' ')} is not supported; run one query per grouping")
+    for g in group.expressions:
+        if isinstance(g, (exp.GroupingSets, exp.Rollup, exp.Cube)):
+            name = {exp.GroupingSets: "GROUPING SETS", exp.Rollup: "ROLLUP", exp.Cube: "CUBE"}[type(g)]
+            raise NotSupportedError(f"GROUP BY {name} is not supported; run one query per grouping")
     if group.args.get("all"):
         raise NotSupportedError("GROUP BY ALL is not supported; list the columns")
     out: list[str] = []

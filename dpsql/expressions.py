@@ -10,6 +10,7 @@ declared domain; no data is read.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -124,7 +125,12 @@ class ExpressionCompiler:
             return self._comparison(_COMPARISON[type(node)], node.this, node.expression)
         if isinstance(node, exp.Between):
             low = self._comparison(">=", node.this, node.args["low"])
-            return low.and_(self._comparison("<=", node.this, node.args["high"]))
+            forward = low.and_(self._comparison("<=", node.this, node.args["high"]))
+            if not node.args.get("symmetric"):
+                return forward
+            # BETWEEN SYMMETRIC a AND b: either order of the bounds.
+            backward = self._comparison(">=", node.this, node.args["high"])
+            return forward.or_(backward.and_(self._comparison("<=", node.this, node.args["low"])))
         if isinstance(node, exp.In):
             return self._in(node)
         if isinstance(node, exp.Is):
@@ -136,12 +142,12 @@ class ExpressionCompiler:
         raise ProgrammingError(f"unsupported condition {node.sql()!r}: {_hint(node)}")
 
     def _comparison(self, op: str, left: exp.Expression, right: exp.Expression) -> Condition:
-        column, literal = self._column(left), right
+        column, literal, written = self._column(left), right, op
         if column is None:
             column, literal, op = self._column(right), left, _FLIPPED[op]
         if column is None:
             raise ProgrammingError(
-                f"unsupported comparison {left.sql()} {op} {right.sql()}: compare a declared "
+                f"unsupported comparison {left.sql()} {written} {right.sql()}: compare a declared "
                 f"column with a literal"
             )
         if not _is_literal(literal):
@@ -189,7 +195,7 @@ class ExpressionCompiler:
             v = literal_value(node)
             if isinstance(v, str):
                 return Value(None, ONE)
-            return Value(Predicate.constant(float(v)), ONE)
+            return Value(Predicate.constant(_finite(v, node)), ONE)
         if isinstance(node, exp.Cast):
             inner = node.this
             if isinstance(inner, exp.Paren):
@@ -232,7 +238,7 @@ class ExpressionCompiler:
             raise ProgrammingError(
                 f"{node.sql()!r}: inside an aggregate, multiply or divide only by a numeric literal"
             )
-        factor = float(literal_value(right))
+        factor = _finite(literal_value(right), right)
         if isinstance(node, exp.Div):
             if factor == 0:
                 raise ProgrammingError(f"{node.sql()!r}: division by zero")
@@ -271,6 +277,12 @@ class ExpressionCompiler:
             value = value + remaining * out.value
         present = present + remaining * out.present
         return Value(value if numeric else None, present)
+
+
+def _finite(v, node: exp.Expression) -> float:
+    if not math.isfinite(float(v)):
+        raise ProgrammingError(f"{node.sql()!r} is not a finite number")
+    return float(v)
 
 
 def _is_condition(node: exp.Expression) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 __all__ = [
     "zcdp_to_delta",
@@ -22,8 +23,7 @@ __all__ = [
 ]
 
 _REL_TOL = 1e-12
-_MAX_ITER = 2000
-_LOG_X_TOL = 1e-12  # bisection width on log(alpha - 1); f is flat at its minimum
+_LOG_X_TOL = 1e-12  # relative bisection width on log(alpha - 1); f is flat at its minimum
 _MAX_LOG_X = 700.0  # keeps alpha - 1 = e^u finite in double precision
 
 
@@ -48,7 +48,7 @@ def _softplus(u: float) -> float:
 
 
 def _log_delta(rho: float, epsilon: float) -> float:
-    """log of the CKS delta for rho > 0, minimizing over alpha = 1 + x with x = e^u.
+    """log of the CKS delta (-inf for rho = 0), minimizing over alpha = 1 + x with x = e^u.
 
     The log of the objective is
         f(x)  = x((1 + x) rho - epsilon) - x log(1 + 1/x) - log(1 + x)
@@ -58,6 +58,8 @@ def _log_delta(rho: float, epsilon: float) -> float:
     Its root is found by bisection on u = log x. Every alpha > 1 gives a valid delta, so
     stopping early or clamping u only makes the answer conservative.
     """
+    if rho == 0:
+        return -math.inf
 
     def slope(u: float) -> float:
         return (1 + 2 * math.exp(u)) * rho - epsilon - _softplus(-u)
@@ -67,7 +69,7 @@ def _log_delta(rho: float, epsilon: float) -> float:
     # (1 + 2x) rho >= epsilon + 1 > epsilon + log 2 >= epsilon + log(1 + 1/x).
     lo = min(0.0, epsilon - 3 * rho) - 1.0
     hi = min(_MAX_LOG_X, max(0.0, math.log(epsilon + 1) - math.log(2 * rho)))
-    while hi - lo > _LOG_X_TOL:
+    while hi - lo > _LOG_X_TOL * max(1.0, -lo, hi):
         mid = (lo + hi) / 2
         if slope(mid) < 0:
             lo = mid
@@ -83,9 +85,22 @@ def zcdp_to_delta(rho: float, epsilon: float) -> float:
     """Smallest delta such that rho-zCDP implies (epsilon, delta)-DP (CKS conversion)."""
     _check_rho(rho)
     _check_epsilon(epsilon)
-    if rho == 0 or math.isinf(epsilon):
+    if math.isinf(epsilon):
         return 0.0
     return math.exp(_log_delta(rho, epsilon))
+
+
+def _bisect(lo: float, hi: float, below: Callable[[float], bool]) -> tuple[float, float]:
+    """Shrink [lo, hi] to relative width _REL_TOL, keeping below(lo) true and below(hi) false."""
+    while hi - lo > _REL_TOL * hi:
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        if below(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
 
 
 def zcdp_to_epsilon(rho: float, delta: float) -> float:
@@ -101,21 +116,17 @@ def zcdp_to_epsilon(rho: float, delta: float) -> float:
     if delta == 0:
         return math.inf
     log_target = math.log(delta)
-    if _log_delta(rho, 0.0) <= log_target:
+
+    def too_small(epsilon: float) -> bool:
+        return _log_delta(rho, epsilon) > log_target
+
+    if not too_small(0.0):
         return 0.0
     lo = 0.0
     hi = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # classical bound, always valid
-    while _log_delta(rho, hi) > log_target:  # guards against rounding in the line above
+    while too_small(hi):  # guards against rounding in the line above
         lo, hi = hi, 2 * hi
-    for _ in range(_MAX_ITER):
-        if hi - lo <= _REL_TOL * hi:
-            break
-        mid = (lo + hi) / 2
-        if _log_delta(rho, mid) <= log_target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _bisect(lo, hi, too_small)[1]
 
 
 def epsilon_delta_to_zcdp(epsilon: float, delta: float) -> float:
@@ -125,23 +136,19 @@ def epsilon_delta_to_zcdp(epsilon: float, delta: float) -> float:
     """
     _check_epsilon(epsilon)
     _check_delta(delta)
-    if delta == 0:
-        return 0.0
     if math.isinf(epsilon):
         raise ValueError("epsilon must be finite to convert to a zCDP budget")
+    if delta == 0:
+        return 0.0
     log_target = math.log(delta)
+
+    def valid(rho: float) -> bool:
+        return _log_delta(rho, epsilon) <= log_target
+
     lo, hi = 0.0, max(epsilon, 1.0)
-    while _log_delta(hi, epsilon) <= log_target:
+    while valid(hi):
         lo, hi = hi, 2 * hi
-    for _ in range(_MAX_ITER):
-        if hi - lo <= _REL_TOL * hi:
-            break
-        mid = (lo + hi) / 2
-        if _log_delta(mid, epsilon) <= log_target:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _bisect(lo, hi, valid)[0]
 
 
 def pure_dp_to_zcdp(epsilon: float) -> float:

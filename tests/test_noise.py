@@ -1,0 +1,284 @@
+"""Tests for mechanisms.noise.
+
+Statistical tests use fixed seeds, so they are deterministic; the thresholds state how
+often a correct sampler would fail them under a random seed: each chi-square
+goodness-of-fit test fails with probability 1e-4 (p-value < 1e-4) and each z-test with
+probability 1e-5 (|z| > 4.42), about 2e-3 for the whole file.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from mechanisms.noise import (
+    RandomSource,
+    bernoulli_exp,
+    discrete_gaussian_variance,
+    discrete_gaussian_vector,
+    discrete_laplace_variance,
+    discrete_laplace_vector,
+    sample_discrete_gaussian,
+    sample_discrete_laplace,
+    to_fraction_upper,
+)
+
+CHI2_ALPHA = 1e-4
+Z_MAX = 4.42  # two-sided normal tail 1e-5
+N = 50_000
+
+
+def gaussian_pmf(sigma2: float) -> tuple[np.ndarray, np.ndarray]:
+    half = int(60 * math.sqrt(sigma2)) + 60
+    xs = np.arange(-half, half + 1)
+    w = np.exp(-(xs.astype(float) ** 2) / (2 * sigma2))
+    return xs, w / w.sum()
+
+
+def laplace_pmf(scale: float) -> tuple[np.ndarray, np.ndarray]:
+    half = int(60 * scale) + 60
+    xs = np.arange(-half, half + 1)
+    a = 1 / scale
+    return xs, math.tanh(a / 2) * np.exp(-a * np.abs(xs))
+
+
+def assert_fits(samples: np.ndarray, xs: np.ndarray, pmf: np.ndarray) -> None:
+    """Chi-square goodness of fit; bins are single integers, tails pooled to >= 5 expected."""
+    n = len(samples)
+    inner = np.flatnonzero(n * pmf >= 5)
+    lo, hi = xs[inner[0]], xs[inner[-1]]
+    counts = np.bincount(np.clip(samples, lo, hi) - lo, minlength=hi - lo + 1)
+    expected = n * pmf[inner[0] : inner[-1] + 1].copy()
+    expected[0] = n * pmf[: inner[0] + 1].sum()
+    expected[-1] = n * pmf[inner[-1] :].sum()
+    statistic = ((counts - expected) ** 2 / expected).sum()
+    p_value = stats.chi2.sf(statistic, len(expected) - 1)
+    assert p_value > CHI2_ALPHA, f"chi-square p = {p_value:.2e} over {len(expected)} bins"
+
+
+def assert_moments(samples: np.ndarray, variance: float) -> None:
+    """Mean 0 and E[x^2] = variance, by z-tests (studentized for the second moment)."""
+    n = len(samples)
+    x = samples.astype(float)
+    z_mean = x.mean() / math.sqrt(variance / n)
+    assert abs(z_mean) < Z_MAX, f"mean z = {z_mean:.2f}"
+    sq = x**2
+    z_var = (sq.mean() - variance) / (sq.std() / math.sqrt(n))
+    assert abs(z_var) < Z_MAX, f"variance z = {z_var:.2f}"
+
+
+# --- RandomSource ----------------------------------------------------------------------
+
+
+def test_random_source_seeded_is_reproducible() -> None:
+    a, b = RandomSource(7), RandomSource(7)
+    assert [a.randbelow(1000) for _ in range(50)] == [b.randbelow(1000) for _ in range(50)]
+    assert a.seeded
+
+
+def test_random_source_default_is_cryptographic_and_unseeded() -> None:
+    a, b = RandomSource(), RandomSource()
+    assert not a.seeded
+    assert [a.randbelow(2**64) for _ in range(4)] != [b.randbelow(2**64) for _ in range(4)]
+
+
+@pytest.mark.parametrize("n", [2, 7, 8, 1000])
+def test_randbelow_is_uniform(n: int) -> None:
+    rng = RandomSource(n)
+    m = 2_000 * min(n, 8)
+    draws = np.array([rng.randbelow(n) for _ in range(m)])
+    assert draws.min() >= 0 and draws.max() < n
+    if n <= 8:
+        assert stats.chisquare(np.bincount(draws, minlength=n)).pvalue > CHI2_ALPHA
+
+
+def test_randbelow_edge_cases() -> None:
+    rng = RandomSource(0)
+    assert rng.randbelow(1) == 0
+    assert 0 <= rng.randbelow(3**200) < 3**200
+    with pytest.raises(ValueError):
+        rng.randbelow(0)
+
+
+# --- bernoulli_exp ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "gamma",
+    [Fraction(1, 10), Fraction(1, 2), Fraction(1), Fraction(3, 2), Fraction(7, 3), Fraction(5),
+     Fraction(10**20 + 1, 10**20)],
+)
+def test_bernoulli_exp_frequency(gamma: Fraction) -> None:
+    rng = RandomSource(gamma.numerator % 1000 + gamma.denominator)
+    n = 20_000
+    hits = sum(bernoulli_exp(gamma, rng) for _ in range(n))
+    p = math.exp(-gamma)
+    z = (hits - n * p) / math.sqrt(n * p * (1 - p))
+    assert abs(z) < Z_MAX, f"z = {z:.2f}"
+
+
+def test_bernoulli_exp_zero_is_certain() -> None:
+    rng = RandomSource(1)
+    assert all(bernoulli_exp(0, rng) for _ in range(1000))
+
+
+def test_bernoulli_exp_rejects_bad_gamma() -> None:
+    with pytest.raises(TypeError):
+        bernoulli_exp(0.5, RandomSource(0))  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        bernoulli_exp(Fraction(-1, 2), RandomSource(0))
+
+
+# --- discrete Gaussian -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sigma2",
+    [Fraction(1, 4), Fraction(4), Fraction(100), to_fraction_upper(2.3**2)],
+    ids=["sigma=0.5", "sigma=2", "sigma=10", "sigma=2.3-rational"],
+)
+def test_discrete_gaussian_distribution(sigma2: Fraction) -> None:
+    samples = discrete_gaussian_vector(sigma2, N, RandomSource(int(sigma2 * 1000)))
+    assert_fits(samples, *gaussian_pmf(float(sigma2)))
+    assert_moments(samples, discrete_gaussian_variance(sigma2))
+
+
+def test_discrete_gaussian_large_sigma() -> None:
+    sigma2 = Fraction(10**12)
+    samples = discrete_gaussian_vector(sigma2, 20_000, RandomSource(3))
+    assert_moments(samples, discrete_gaussian_variance(sigma2))
+
+
+def test_discrete_gaussian_degenerate_and_invalid() -> None:
+    rng = RandomSource(0)
+    assert sample_discrete_gaussian(0, rng) == 0
+    assert not discrete_gaussian_vector(Fraction(0), 5, rng).any()
+    with pytest.raises(TypeError):
+        sample_discrete_gaussian(1.0, rng)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        sample_discrete_gaussian(Fraction(-1), rng)
+    with pytest.raises(ValueError):
+        discrete_gaussian_vector(1, -1, rng)
+
+
+# --- discrete Laplace ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scale",
+    [Fraction(1, 3), Fraction(1), Fraction(5, 2), Fraction(10), to_fraction_upper(0.7)],
+    ids=["1/3", "1", "5/2", "10", "0.7-rational"],
+)
+def test_discrete_laplace_distribution(scale: Fraction) -> None:
+    samples = discrete_laplace_vector(scale, N, RandomSource(int(scale * 1000)))
+    assert_fits(samples, *laplace_pmf(float(scale)))
+    assert_moments(samples, discrete_laplace_variance(scale))
+
+
+def test_discrete_laplace_large_scale() -> None:
+    scale = Fraction(10**6)
+    samples = discrete_laplace_vector(scale, 20_000, RandomSource(4))
+    assert_moments(samples, discrete_laplace_variance(scale))
+
+
+def test_discrete_laplace_degenerate_and_invalid() -> None:
+    rng = RandomSource(0)
+    assert sample_discrete_laplace(0, rng) == 0
+    assert not discrete_laplace_vector(0, 5, rng).any()
+    with pytest.raises(TypeError):
+        discrete_laplace_vector(2.0, 5, rng)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        sample_discrete_laplace(Fraction(-2), rng)
+
+
+# --- vectors and determinism -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "vector, scalar, param",
+    [
+        (discrete_gaussian_vector, sample_discrete_gaussian, Fraction(9, 2)),
+        (discrete_laplace_vector, sample_discrete_laplace, Fraction(7, 3)),
+    ],
+)
+def test_vectors_are_deterministic_and_match_scalars(vector, scalar, param) -> None:
+    a = vector(param, 500, RandomSource(11))
+    assert a.dtype == np.int64 and a.shape == (500,)
+    assert np.array_equal(a, vector(param, 500, RandomSource(11)))
+    assert not np.array_equal(a, vector(param, 500, RandomSource(12)))
+    rng = RandomSource(11)
+    assert a.tolist() == [scalar(param, rng) for _ in range(500)]
+    assert vector(param, 0, RandomSource(11)).shape == (0,)
+
+
+def test_samplers_default_to_system_randomness() -> None:
+    assert isinstance(sample_discrete_gaussian(Fraction(4)), int)
+    assert discrete_laplace_vector(Fraction(3), 10).shape == (10,)
+
+
+# --- to_fraction_upper -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("x", [0.0, 0.5, 3.0, 1e6, 2.0**-20, -0.25, 2.0**60])
+def test_to_fraction_upper_keeps_representable_values(x: float) -> None:
+    assert to_fraction_upper(x) == Fraction(x)
+
+
+@pytest.mark.parametrize("x", [math.pi, 0.1, 2.0 / 3, 1e-3, -math.e, 123.456])
+def test_to_fraction_upper_is_smallest_upper_bound(x: float) -> None:
+    bits = 8
+    brute = min(Fraction(math.ceil(Fraction(x) * q), q) for q in range(1, 2**bits + 1))
+    assert to_fraction_upper(x, bits) == brute
+
+
+def test_to_fraction_upper_bounds_and_accuracy() -> None:
+    rng = random.Random(5)
+    for _ in range(2_000):
+        x = 10 ** rng.uniform(-6, 12)
+        f = to_fraction_upper(x)
+        assert f >= Fraction(x)
+        assert f.denominator <= 2**32
+        assert (f - Fraction(x)) / Fraction(x) <= Fraction(1, 2**31)
+
+
+def test_to_fraction_upper_rejects_non_finite() -> None:
+    for x in (math.inf, -math.inf, math.nan):
+        with pytest.raises(ValueError):
+            to_fraction_upper(x)
+
+
+# --- variances -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sigma2", [1e-3, 0.1, 0.5, 1.0, math.nextafter(1.0, 2.0), 1.5, 2.0, 10.0, 1e4])
+def test_discrete_gaussian_variance_matches_series(sigma2: float) -> None:
+    xs, pmf = gaussian_pmf(sigma2)
+    assert discrete_gaussian_variance(sigma2) == pytest.approx(float((xs**2 * pmf).sum()), rel=1e-12)
+
+
+def test_discrete_gaussian_variance_shape() -> None:
+    for sigma2 in (0.05, 0.5, 1.0, 1.2):
+        assert discrete_gaussian_variance(sigma2) < sigma2
+    assert discrete_gaussian_variance(Fraction(10**12)) == 1e12
+    assert discrete_gaussian_variance(0) == 0.0
+    with pytest.raises(ValueError):
+        discrete_gaussian_variance(-1.0)
+
+
+@pytest.mark.parametrize("scale", [0.05, 0.3, 1.0, 2.5, 40.0])
+def test_discrete_laplace_variance_matches_series(scale: float) -> None:
+    xs, pmf = laplace_pmf(scale)
+    assert discrete_laplace_variance(scale) == pytest.approx(float((xs**2 * pmf).sum()), rel=1e-12)
+
+
+def test_discrete_laplace_variance_limits() -> None:
+    assert discrete_laplace_variance(1e8) == pytest.approx(2e16 - 1 / 6, rel=1e-15)
+    assert discrete_laplace_variance(1e-4) == 0.0
+    assert discrete_laplace_variance(0) == 0.0
+    with pytest.raises(ValueError):
+        discrete_laplace_variance(-1.0)
