@@ -306,7 +306,10 @@ class Sum(Matrix):
         """Exact for p=2 on Kronecker terms (pairwise column inner products), and for small
         matrices; otherwise the triangle-inequality upper bound (safe for sensitivity)."""
         kron = [_as_weighted_kronecker(t) for t in self.terms]
-        if p == 2 and all(k is not None for k in kron):
+        aligned = all(k is not None for k in kron) and len(
+            {tuple(f.shape for f in k[1]) for k in kron}
+        ) == 1
+        if p == 2 and aligned:
             total = 0
             for c1, f1 in kron:
                 for c2, f2 in kron:

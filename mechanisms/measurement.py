@@ -142,17 +142,42 @@ def _integer_units(values: np.ndarray, step: Fraction) -> np.ndarray:
     return np.asarray(ints, dtype=object)[inverse].reshape(flat.shape)
 
 
-def _kronecker_terms(query: Matrix) -> list[tuple[Fraction, list[np.ndarray], list[Fraction]]]:
-    """(term step, dense factors, factor steps) of a sum of weighted Kronecker products."""
+def _kronecker_terms(query: Matrix) -> list[tuple[Fraction, list[Matrix], list[Fraction]]]:
+    """(term step, factors, factor steps) of a sum of weighted Kronecker products."""
     from mechanisms.matrices import Kronecker, Sum, Weighted
 
     out = []
     for t in query.terms if isinstance(query, Sum) else [query]:
         coef, base = (t.weight, t.base) if isinstance(t, Weighted) else (1.0, t)
-        dense = [_factor_dense(f) for f in (base.factors if isinstance(base, Kronecker) else [base])]
-        steps = [lattice_step(d) for d in dense]
-        out.append((Fraction(repr(float(coef))) * prod(steps, start=Fraction(1)), dense, steps))
+        factors = base.factors if isinstance(base, Kronecker) else [base]
+        steps = [lattice_step(_factor_entries(f)) for f in factors]
+        out.append((Fraction(repr(float(coef))) * prod(steps, start=Fraction(1)), factors, steps))
     return out
+
+
+def _factor_entries(f: Matrix) -> np.ndarray:
+    """The distinct nonzero-relevant entries of a factor, without densifying structured ones."""
+    if isinstance(f, (Identity, Ones)):
+        return np.ones(1)
+    if isinstance(f, Diagonal):
+        return np.asarray(f.values, dtype=float)
+    return np.asarray(f.dense(), dtype=float)
+
+
+def _apply_exact(f: Matrix, step: Fraction, t: np.ndarray, axis: int) -> np.ndarray:
+    """Apply factor f (in units of `step`) along `axis` of an object-integer tensor."""
+    if isinstance(f, Identity):
+        return t
+    if isinstance(f, Ones):
+        summed = t.sum(axis=axis, keepdims=True)
+        return np.repeat(summed, f.shape[0], axis=axis)
+    if isinstance(f, Diagonal):
+        units = _integer_units(np.asarray(f.values, dtype=float), step)
+        shape = [1] * t.ndim
+        shape[axis] = -1
+        return t * units.reshape(shape)
+    units = _integer_units(np.asarray(f.dense(), dtype=float), step)
+    return np.moveaxis(np.tensordot(units, t, axes=([1], [axis])), 0, axis)
 
 
 def _fraction_gcd(values: list[Fraction]) -> Fraction:
@@ -178,23 +203,12 @@ def _exact_answer(query: Matrix, counts: np.ndarray) -> tuple[Fraction, list[int
     terms = _kronecker_terms(query)
     step = _fraction_gcd([s for s, _, _ in terms if s != 0])
     total = np.zeros(query.shape[0], dtype=object)
-    for term_step, dense, steps in terms:
+    for term_step, factors, steps in terms:
         if term_step == 0:
             continue
         multiplier = term_step / step
-        t = counts.astype(object).reshape([d.shape[1] for d in dense])
-        for axis, (d, s) in enumerate(zip(dense, steps)):
-            units = _integer_units(d, s).astype(object)
-            t = np.moveaxis(np.tensordot(units, t, axes=([1], [axis])), 0, axis)
+        t = counts.astype(object).reshape([f.shape[1] for f in factors])
+        for axis, (f, s) in enumerate(zip(factors, steps)):
+            t = _apply_exact(f, s, t, axis)
         total = total + t.ravel() * multiplier.numerator
     return step, [int(v) for v in total]
-
-
-def _factor_dense(f: Matrix) -> np.ndarray:
-    if isinstance(f, Identity):
-        return np.eye(f.shape[0])
-    if isinstance(f, Diagonal):
-        return np.diag(np.asarray(f.values, dtype=float))
-    if isinstance(f, Ones):
-        return np.ones(f.shape)
-    return np.asarray(f.dense(), dtype=float)

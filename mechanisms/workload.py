@@ -111,7 +111,7 @@ class Block:
     group_by: tuple[str, ...]
     terms: list[Term]
     weight: float = 1.0
-    _fingerprint: str | None = field(default=None, repr=False, compare=False)
+    _fingerprint: dict = field(default_factory=dict, repr=False, compare=False)
     _sensitivity: dict = field(default_factory=dict, repr=False, compare=False)
 
     def attributes(self, domain: Domain) -> tuple[str, ...]:
@@ -154,23 +154,26 @@ class Block:
 
     def sensitivity(self, domain: Domain, p: int) -> float:
         """Largest column Lp norm of the block's matrix: its Lp sensitivity per individual."""
-        if p not in self._sensitivity:
-            self._sensitivity[p] = self.matrix(domain).sensitivity(p) if self.terms else 0.0
-        return self._sensitivity[p]
+        if (domain, p) not in self._sensitivity:
+            self._sensitivity[domain, p] = self.matrix(domain).sensitivity(p) if self.terms else 0.0
+        return self._sensitivity[domain, p]
 
     def fingerprint(self, domain: Domain) -> str:
         """A digest identifying the linear queries of this block (same rows, same matrix)."""
-        if self._fingerprint is None:
-            h = hashlib.sha256()
+        if domain not in self._fingerprint:
             clique = self.attributes(domain)
-            h.update(repr((clique, self.group_by)).encode())
-            for t in sorted(self.terms, key=lambda t: repr(sorted(t.factors))):
-                h.update(repr(t.coef).encode())
+            terms = []
+            for t in self.terms:
+                th = hashlib.sha256(repr(t.coef).encode())
                 for a, f in zip(clique, self.term_factors(t, domain, clique)):
-                    h.update(a.encode())
-                    h.update(_factor_digest(f))
-            self._fingerprint = h.hexdigest()
-        return self._fingerprint
+                    th.update(a.encode())
+                    th.update(_factor_digest(f))
+                terms.append(th.hexdigest())
+            h = hashlib.sha256(repr((clique, self.group_by)).encode())
+            for digest in sorted(terms):  # the sum does not depend on the order of its terms
+                h.update(digest.encode())
+            self._fingerprint[domain] = h.hexdigest()
+        return self._fingerprint[domain]
 
 
 def _factor_digest(f: Matrix) -> bytes:

@@ -267,18 +267,6 @@ def test_sum_column_norms_p2_with_differently_factored_terms():
     assert s.sensitivity(2) >= np.sqrt(exact.max()) - 1e-12
 
 
-sum_misaligned_xfail = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Sum.column_norms(2) zips Kronecker factors without checking that the terms "
-    "have the same factor shapes; misaligned terms crash or give wrong norms, and "
-    "sensitivity(2) can be UNDER-estimated (sqrt(52) vs exact sqrt(68))",
-)
-test_sum_column_norms_p2_with_differently_factored_terms = sum_misaligned_xfail(
-    test_sum_column_norms_p2_with_differently_factored_terms
-)
-
-
-@sum_misaligned_xfail
 def test_sum_column_norms_p2_with_different_factor_counts():
     s = Sum([Kronecker([Identity(2), Identity(3)]), Kronecker([Dense(np.ones((6, 6)))])])
     d = s.dense()
@@ -637,12 +625,6 @@ def test_block_fingerprint_identifies_the_linear_queries():
     assert len(set(digests)) == len(digests)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Block.fingerprint sorts terms only by their attribute names, so reordering terms "
-    "over the same attributes changes the digest of an identical matrix (missed reuse, "
-    "not a privacy issue)",
-)
 def test_block_fingerprint_ignores_term_order():
     a = Block("q", ("x",), [Term(1.0, {"y": Dense([[1.0, 0.0]])}), Term(-1.0, {"y": Dense([[0.0, 1.0]])})])
     b = Block("q", ("x",), [Term(-1.0, {"y": Dense([[0.0, 1.0]])}), Term(1.0, {"y": Dense([[1.0, 0.0]])})])

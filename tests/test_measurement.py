@@ -141,8 +141,8 @@ def test_query_step_examples(query, step):
     assert query_step(query) == step
     if query is not None:
         # Every entry of the query is a whole number of steps.
-        for v in np.unique(np.asarray(query.dense())):
-            assert (dec(v) / step).denominator == 1 or v == 0.0
+        units = np.asarray(query.dense()) / float(step)
+        np.testing.assert_allclose(units, np.rint(units), atol=1e-6)
 
 
 # ---------------------------------------------------------------------------
@@ -244,7 +244,12 @@ def test_calibration_never_rounds_noise_down(sensitivity, share, granularity, ki
     budget = min(Fraction(share), dec(share))
     asked = delta**2 / (2 * budget) if kind == GAUSSIAN else delta / budget
     assert cal.scale >= asked
-    assert cal.scale <= asked * (1 + Fraction(1, 10**7))  # and not much more
+    # ... and not much more: scales are rationals with denominators <= 2**32, so the
+    # relative excess is tiny once the asked scale is not itself tiny.
+    if asked >= Fraction(1, 2**20):
+        assert cal.scale <= asked * (1 + Fraction(1, 10**7))
+    else:
+        assert cal.scale <= asked + Fraction(1, 2**32)
 
 
 # ---------------------------------------------------------------------------
@@ -304,10 +309,13 @@ def test_measure_identity_marginal(kind, share):
     assert cal == calibrate(kind, 1.0, share)
     noise = lattice_noise(released, [Fraction(int(c)) for c in counts.ravel()], Fraction(1))
     check_noise(noise, Fraction(1), cal.variance)
-    # Identity as an explicit query is the same measurement.
-    again, cal2 = measure(counts, Identity(20000), kind, share, RandomSource(11))
-    assert cal2 == cal
-    np.testing.assert_array_equal(again, released)
+    # Identity as an explicit query (or as a Kronecker of Identities) is the same measurement.
+    small = counts[:10, :30]
+    base, cal1 = measure(small, None, kind, share, RandomSource(11))
+    for q in (Identity(300), Kronecker([Identity(10), Identity(30)])):
+        again, cal2 = measure(small, q, kind, share, RandomSource(11))
+        assert cal2 == cal1
+        np.testing.assert_array_equal(again, base)
 
 
 def test_contribution_bound_scales_the_sensitivity():
@@ -327,7 +335,7 @@ SUM_INT, SUM_K = np.array([[2, 50000, 5, 30]]), 20  # ROW = SUM_INT / SUM_K, exa
 
 def exact_answers(int_terms, k: int, counts) -> list[Fraction]:
     """Σ_t ⊗(integer factors) @ counts / k, exactly (float is exact for these small integers)."""
-    total = sum(Kronecker(f).matvec(counts.astype(float)) for f in int_terms)
+    total = sum(Kronecker(f).matvec(counts.ravel().astype(float)) for f in int_terms)
     assert np.all(np.abs(total) < 2**52)
     return [Fraction(int(v), k) for v in np.rint(total)]
 
@@ -370,11 +378,11 @@ def test_measure_multi_term_sum(kind, share):
     released, cal = measure(counts, q, kind, share, RandomSource(9))
     assert cal.granularity == step
     assert cal == calibrate(kind, q.sensitivity(2 if kind == GAUSSIAN else 1), share, step)
-    # In units of 1/16: term 1 is ⊗(I, I, a_int)·8/16, term 2 is −2·⊗(diag d_int, I, b_int)/16.
+    # In units of 1/16: term 1 is ⊗(I, I, a_int)·8/16, term 2 is −2·(d_int/2)·(b_int/4) = −4·⊗(diag d_int, I, b_int)/16.
     exact = exact_answers(
         [
             [Identity(G1), Identity(G2), Dense(8 * a_int)],
-            [Diagonal(-2 * d_int), Identity(G2), Dense(b_int)],
+            [Diagonal(-4 * d_int), Identity(G2), Dense(b_int)],
         ],
         16,
         counts,

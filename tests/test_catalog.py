@@ -1,0 +1,450 @@
+"""Tests for the catalog (dpsql.catalog): declarations, validation, binning SQL and comparisons.
+
+The binning and fit conditions are checked by running the SQL the catalog emits in
+DuckDB on tiny tables that hold out-of-domain values, so what is tested is what the
+backend will actually compute.
+"""
+
+from decimal import Decimal
+
+import duckdb
+import numpy as np
+import pytest
+
+from dpsql import CatalogError, ProgrammingError
+from dpsql.catalog import Catalog, Column, categorical, integer, numeric, parse_column
+
+TOML = """
+[tables.people]
+[tables.people.columns]
+age       = { type = "integer", min = 0, max = 99 }
+hours     = { type = "integer", min = -2, max = 3, nullable = true }
+income    = { type = "numeric", min = 0, max = 100, bins = 4 }
+score     = { type = "numeric", min = -1.5, max = 2.5, bins = 4, nullable = true }
+sex       = { type = "categorical", values = ["F", "M"] }
+education = { type = "categorical", values = ["None", "HS", "College"], ordered = true }
+region    = { type = "categorical", values = ["N", "S", "Other"], other = "Other", nullable = true }
+
+[tables.visits]
+[tables.visits.columns]
+day = { type = "integer", min = 1, max = 7 }
+"""
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return Catalog.from_toml(TOML)
+
+
+def col(decl: dict, name: str = "x") -> Column:
+    return parse_column(name, decl)
+
+
+# --- parsing the documented format -------------------------------------------------------
+
+
+def test_toml_tables_and_domain_order(catalog):
+    assert set(catalog.tables) == {"people", "visits"}
+    people = catalog.get("people")
+    assert list(people.columns) == ["age", "hours", "income", "score", "sex", "education", "region"]
+    # The domain follows declaration order; nullable columns have one extra (last) bin.
+    assert people.domain.attributes == tuple(people.columns)
+    assert people.domain.sizes == (100, 7, 4, 5, 2, 3, 4)
+
+
+def test_toml_integer_column(catalog):
+    age, hours = catalog.get("people").column("age"), catalog.get("people").column("hours")
+    assert (age.kind, age.low, age.high, age.nullable) == ("integer", 0, 99, False)
+    assert age.value_bins == age.size == 100 and age.null_bin is None
+    assert hours.value_bins == 6 and hours.size == 7 and hours.null_bin == 6
+    assert hours.labels() == [-2, -1, 0, 1, 2, 3, None]
+    np.testing.assert_array_equal(hours.bin_values(), [-2, -1, 0, 1, 2, 3, 0])
+    np.testing.assert_array_equal(hours.not_null(), [1, 1, 1, 1, 1, 1, 0])
+    np.testing.assert_array_equal(hours.is_null(), [0, 0, 0, 0, 0, 0, 1])
+
+
+def test_toml_numeric_column(catalog):
+    income, score = catalog.get("people").column("income"), catalog.get("people").column("score")
+    assert (income.kind, income.bins, income.width) == ("numeric", 4, 25)
+    assert income.edges() == [0, 25, 50, 75, 100]
+    assert income.labels() == [0.0, 25.0, 50.0, 75.0]  # a bin shows its lower edge
+    np.testing.assert_array_equal(income.bin_values(), [12.5, 37.5, 62.5, 87.5])  # midpoints
+    assert score.size == 5 and score.labels() == [-1.5, -0.5, 0.5, 1.5, None]
+    np.testing.assert_array_equal(score.bin_values(), [-1.0, 0.0, 1.0, 2.0, 0.0])
+
+
+def test_toml_categorical_columns(catalog):
+    people = catalog.get("people")
+    sex, edu, region = people.column("sex"), people.column("education"), people.column("region")
+    assert sex.values == ("F", "M") and not sex.ordered and sex.other is None and sex.size == 2
+    assert edu.ordered and edu.labels() == ["None", "HS", "College"]
+    assert region.other == "Other" and region.nullable and region.labels() == ["N", "S", "Other", None]
+    with pytest.raises(CatalogError, match="categorical"):
+        sex.bin_values()
+
+
+def test_numeric_edges_exact_when_width_does_not_terminate():
+    # 100 / 3 has no finite decimal expansion: the last edge must still be exactly max.
+    v = col({"type": "numeric", "min": 0, "max": 100, "bins": 3})
+    assert v.edges()[0] == 0 and v.edges()[-1] == 100
+    np.testing.assert_array_equal(v.compare("<", 100), [1, 1, 1])
+    np.testing.assert_array_equal(v.compare(">=", 0), [1, 1, 1])
+
+
+def test_python_api_matches_toml(catalog):
+    api = Catalog()
+    api.add_table("people", {
+        "age": integer(0, 99),
+        "hours": integer(-2, 3, nullable=True),
+        "income": numeric(0, 100, 4),
+        "score": numeric(-1.5, 2.5, 4, nullable=True),
+        "sex": categorical(["F", "M"]),
+        "education": categorical(["None", "HS", "College"], ordered=True),
+        "region": categorical(["N", "S", "Other"], other="Other", nullable=True),
+    })
+    assert api.get("people").signature() == catalog.get("people").signature()
+    assert api.get("people").domain == catalog.get("people").domain
+
+
+def test_load_sources(tmp_path, catalog):
+    path = tmp_path / "catalog.toml"
+    path.write_text(TOML)
+    spec = {"tables": {"visits": {"columns": {"day": {"type": "integer", "min": 1, "max": 7}}}}}
+    assert Catalog.load(None).tables == {}
+    assert Catalog.load(catalog) is catalog
+    assert "visits" in Catalog.load(spec)
+    assert "people" in Catalog.load(TOML)
+    assert "people" in Catalog.load(path)
+    assert "people" in Catalog.load(str(path))
+    with pytest.raises(CatalogError, match="does not exist"):
+        Catalog.load(str(tmp_path / "missing.toml"))
+
+
+def test_lookups_are_case_insensitive(catalog):
+    assert "PEOPLE" in catalog and catalog.get("People") is catalog.get("people")
+    assert catalog.get("nope") is None and "nope" not in catalog
+    assert catalog.get("people").column("AGE").name == "age"
+    with pytest.raises(CatalogError, match="'weight' is not declared .*declared columns: age"):
+        catalog.get("people").column("weight")
+
+
+def test_describe_and_signature(catalog):
+    people = catalog.get("people")
+    assert people.column("hours").describe() == "integer -2..3, nullable"
+    assert "numeric [0, 100) in 4 bins of width 25" in people.column("income").describe()
+    assert "other='Other'" in people.column("region").describe()
+    changed = Catalog.from_toml(TOML.replace("max = 99", "max = 98")).get("people")
+    assert changed.signature() != people.signature()
+
+
+def test_categorical_values_may_be_numbers_as_strings():
+    c = col({"type": "categorical", "values": ["1", "2"]})
+    assert c.labels() == ["1", "2"]
+    with pytest.raises(CatalogError, match="string literal"):
+        c.compare("=", 1)
+
+
+# --- validation ------------------------------------------------------------------------------
+
+INVALID_COLUMNS = [
+    ({}, "needs a type"),
+    ("integer", "needs a type"),
+    ({"type": "date"}, "unknown type 'date'"),
+    ({"type": "integer", "min": 0, "max": 1, "bins": 3}, r"unknown keys \['bins'\]"),
+    ({"type": "numeric", "min": 0, "max": 1, "bins": 3, "values": []}, r"unknown keys \['values'\]"),
+    ({"type": "categorical", "values": ["a"], "min": 0}, r"unknown keys \['min'\]"),
+    ({"type": "integer", "min": 0, "max": 1, "nullable": "yes"}, "nullable must be true or false"),
+    ({"type": "categorical", "values": []}, "non-empty list of strings"),
+    ({"type": "categorical", "values": "abc"}, "non-empty list of strings"),
+    ({"type": "categorical", "values": ["a", 1]}, "non-empty list of strings"),
+    ({"type": "categorical"}, "non-empty list of strings"),
+    ({"type": "categorical", "values": ["a", "a"]}, "distinct"),
+    ({"type": "categorical", "values": ["a", "b"], "other": "c"}, "other = 'c' must be one of the declared values"),
+    ({"type": "categorical", "values": ["a", "b"], "ordered": "yes"}, "ordered must be true or false"),
+    ({"type": "integer", "max": 1}, "integer columns need min"),
+    ({"type": "integer", "min": 1}, "integer columns need max"),
+    ({"type": "numeric", "min": 0, "bins": 2}, "numeric columns need max"),
+    ({"type": "integer", "min": "0", "max": 1}, "x.min must be a number"),
+    ({"type": "integer", "min": 0, "max": True}, "x.max must be a number"),
+    ({"type": "numeric", "min": 0, "max": float("inf"), "bins": 2}, "x.max must be finite"),
+    ({"type": "numeric", "min": float("nan"), "max": 1, "bins": 2}, "x.min must be finite"),
+    ({"type": "integer", "min": 0.5, "max": 3}, "integer bounds must be integers"),
+    ({"type": "integer", "min": 3, "max": 2}, "min <= max"),
+    ({"type": "integer", "min": 0, "max": 1_000_000}, "more than 10\\^6 values; declare it numeric"),
+    ({"type": "numeric", "min": 0, "max": 1}, "need bins"),
+    ({"type": "numeric", "min": 0, "max": 1, "bins": 0}, "need bins"),
+    ({"type": "numeric", "min": 0, "max": 1, "bins": 2.0}, "need bins"),
+    ({"type": "numeric", "min": 0, "max": 1, "bins": True}, "need bins"),
+    ({"type": "numeric", "min": 0, "max": 1, "bins": 1_000_001}, "need bins"),
+    ({"type": "numeric", "min": 1, "max": 1, "bins": 2}, "min < max"),
+    ({"type": "numeric", "min": 2, "max": 1, "bins": 2}, "min < max"),
+]
+
+
+@pytest.mark.parametrize("decl,message", INVALID_COLUMNS)
+def test_invalid_column_declarations(decl, message):
+    with pytest.raises(CatalogError, match=message) as info:
+        parse_column("x", decl)
+    assert "column 'x'" in str(info.value) or "x.m" in str(info.value)
+
+
+def test_catalog_error_is_a_programming_error():
+    assert issubclass(CatalogError, ProgrammingError)
+
+
+def test_boundary_declarations_are_accepted():
+    assert col({"type": "integer", "min": 5, "max": 5}).size == 1
+    assert col({"type": "integer", "min": 0, "max": 999_999}).size == 1_000_000
+    assert col({"type": "integer", "min": 1.0, "max": 3.0}).labels() == [1, 2, 3]
+    assert col({"type": "numeric", "min": 0, "max": 1, "bins": 1}).size == 1
+    assert col({"type": "categorical", "values": ["a"], "ordered": False}).size == 1
+
+
+INVALID_CATALOGS = [
+    ("[tables\n", "not valid TOML"),
+    ("tables = 3", r"needs a \[tables\] section"),
+    ("extra = 1\n[tables]", r"unknown top-level catalog keys: \['extra'\]"),
+    ("[tables]\nt = 3", r"only a \[tables.t.columns\] section"),
+    ("[tables.t]\nowner = 'me'", r"only a \[tables.t.columns\] section"),
+    ("[tables.t]\ncolumns = 3", "columns must be a table of declarations"),
+    ("[tables.t]", "declares no columns"),
+    ("[tables.t.columns]", "declares no columns"),
+    ("[tables.t.columns]\na = { type = 'integer', min = 0, max = 1 }\nA = { type = 'integer', min = 0, max = 1 }",
+     "differ only in case"),
+    ("[tables.t.columns]\na = { type = 'integer', min = 0, max = 1 }\n"
+     "[tables.T.columns]\na = { type = 'integer', min = 0, max = 1 }", "declared twice"),
+    ("[tables.t.columns]\na = { type = 'numeric', min = 0, max = inf, bins = 2 }", "must be finite"),
+    ("[tables.t.columns]\na = 'integer'", "needs a type"),
+]
+
+
+@pytest.mark.parametrize("text,message", INVALID_CATALOGS)
+def test_invalid_catalogs(text, message):
+    with pytest.raises(CatalogError, match=message):
+        Catalog.from_toml(text)
+
+
+def test_empty_catalog_is_allowed():
+    assert Catalog.from_toml("").tables == {}
+    assert Catalog.from_toml("[tables]").tables == {}
+
+
+# --- bin_sql / fits_sql, run in DuckDB ---------------------------------------------------------
+
+# (declaration, DuckDB column type, [(value, expected bin or None when the row does not fit)])
+BINNING = [
+    pytest.param(
+        integer(-2, 3), "DOUBLE",
+        [(-5, 0), (-2, 0), (-1.5, 0), (0.7, 2), (2.9, 4), (3, 5), (10, 5), (None, None)],
+        id="integer-clamps-and-floors",
+    ),
+    pytest.param(
+        integer(0, 2, nullable=True), "INTEGER",
+        [(-1, 0), (0, 0), (1, 1), (2, 2), (9, 2), (None, 3)],
+        id="integer-nullable",
+    ),
+    pytest.param(
+        numeric(0, 100, 4), "DOUBLE",
+        [(-1, 0), (0, 0), (24.99, 0), (25, 1), (50, 2), (99.9, 3), (100, 3), (1e9, 3), (None, None)],
+        id="numeric-clamps-into-end-bins",
+    ),
+    pytest.param(
+        numeric(-1.5, 2.5, 4, nullable=True), "DOUBLE",
+        [(-7, 0), (-1.5, 0), (-0.5, 1), (0.49, 1), (0.5, 2), (2.5, 3), (None, 4)],
+        id="numeric-nullable-negative-low",
+    ),
+    pytest.param(
+        categorical(["x", "y"]), "VARCHAR",
+        [("x", 0), ("y", 1), ("w", None), ("X", None), (None, None)],
+        id="categorical-undeclared-excluded",
+    ),
+    pytest.param(
+        categorical(["x", "y", "rest"], other="rest"), "VARCHAR",
+        [("x", 0), ("y", 1), ("rest", 2), ("w", 2), ("", 2), (None, None)],
+        id="categorical-other-fallback",
+    ),
+    pytest.param(
+        categorical(["x", "y"], nullable=True), "VARCHAR",
+        [("x", 0), ("y", 1), ("w", None), (None, 2)],
+        id="categorical-nullable",
+    ),
+    pytest.param(
+        categorical(["x", "rest"], other="rest", nullable=True), "VARCHAR",
+        [("x", 0), ("w", 1), (None, 2)],
+        id="categorical-other-nullable",
+    ),
+    pytest.param(
+        categorical(["1", "2"]), "INTEGER",
+        [(1, 0), (2, 1), (3, None)],
+        id="categorical-over-integer-column",
+    ),
+]
+
+
+@pytest.mark.parametrize("decl,sql_type,cases", BINNING)
+def test_bin_sql_and_fits_sql_in_duckdb(decl, sql_type, cases):
+    column = col(decl, name="My Col")  # a name that needs quoting
+    con = duckdb.connect()
+    con.execute(f'CREATE TABLE r (id INTEGER, "My Col" {sql_type})')
+    con.executemany("INSERT INTO r VALUES (?, ?)", [(i, v) for i, (v, _) in enumerate(cases)])
+    fits = column.fits_sql() or "TRUE"
+    rows = con.execute(f"SELECT id, {fits}, {column.bin_sql()} FROM r ORDER BY id").fetchall()
+    for (i, fit, b), (value, expected) in zip(rows, cases):
+        assert bool(fit) == (expected is not None), f"fits_sql wrong for {value!r}"
+        if expected is not None:
+            assert b == expected, f"bin of {value!r}: got {b}, expected {expected}"
+            assert 0 <= b < column.size
+
+
+def test_fits_sql_is_none_when_every_row_fits():
+    assert col(integer(0, 1, nullable=True)).fits_sql() is None
+    assert col(numeric(0, 1, 2, nullable=True)).fits_sql() is None
+    assert col(categorical(["a", "b"], other="b", nullable=True)).fits_sql() is None
+    assert col(integer(0, 1)).fits_sql() == '"x" IS NOT NULL'
+
+
+def test_table_fits_sql_combines_columns():
+    cat = Catalog.from_dict({"tables": {"t": {"columns": {
+        "a": integer(0, 3), "c": categorical(["x", "y"]), "n": integer(0, 1, nullable=True),
+    }}}})
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id INTEGER, a INTEGER, c VARCHAR, n INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", [
+        (0, 1, "x", None),    # fits (n nullable)
+        (1, None, "x", 1),    # a NULL, not nullable: out
+        (2, 7, "y", 0),       # out of range: clamped, still fits
+        (3, 2, "w", 0),       # undeclared category without fallback: out
+        (4, 2, None, 0),      # NULL category, not nullable: out
+    ])
+    kept = con.execute(f"SELECT id FROM t WHERE {cat.get('t').fits_sql()} ORDER BY id").fetchall()
+    assert kept == [(0,), (2,)]
+    only_nullable = Catalog.from_dict({"tables": {"u": {"columns": {"n": integer(0, 1, nullable=True)}}}})
+    assert only_nullable.get("u").fits_sql() == "TRUE"
+
+
+# --- compare: indicators over bins -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("op,literal,expected", [
+    ("=", 1, [0, 0, 0, 1, 0, 0, 0]),
+    ("<>", 1, [1, 1, 1, 0, 1, 1, 0]),
+    ("<", 1, [1, 1, 1, 0, 0, 0, 0]),
+    ("<=", 1, [1, 1, 1, 1, 0, 0, 0]),
+    (">", 1, [0, 0, 0, 0, 1, 1, 0]),
+    (">=", 1, [0, 0, 0, 1, 1, 1, 0]),
+    ("=", -2, [1, 0, 0, 0, 0, 0, 0]),
+    (">=", 3, [0, 0, 0, 0, 0, 1, 0]),
+    ("<", -2, [0, 0, 0, 0, 0, 0, 0]),
+    ("<", 0.5, [1, 1, 1, 0, 0, 0, 0]),   # non-integer literals compare with the integer bins
+    ("=", 0.5, [0, 0, 0, 0, 0, 0, 0]),
+    (">", -1.5, [0, 1, 1, 1, 1, 1, 0]),
+])
+def test_compare_integer(op, literal, expected):
+    hours = col(integer(-2, 3, nullable=True))  # bins -2..3 and NULL (never true)
+    np.testing.assert_array_equal(hours.compare(op, literal), expected)
+
+
+@pytest.mark.parametrize("op,edge,expected", [
+    ("<", 50, [1, 1, 0, 0]),
+    ("<=", 50, [1, 1, 0, 0]),   # bins are [lo, hi): <= an edge is < that edge
+    (">", 50, [0, 0, 1, 1]),
+    (">=", 50, [0, 0, 1, 1]),
+    ("<", 0, [0, 0, 0, 0]),
+    (">=", 0, [1, 1, 1, 1]),
+    ("<", 100, [1, 1, 1, 1]),
+    (">=", 100, [0, 0, 0, 0]),
+    ("<", 25.0, [1, 0, 0, 0]),
+])
+def test_compare_numeric_at_edges(op, edge, expected):
+    income = col(numeric(0, 100, 4))
+    np.testing.assert_array_equal(income.compare(op, edge), expected)
+
+
+def test_compare_numeric_null_bin_never_true():
+    score = col(numeric(-1.5, 2.5, 4, nullable=True))
+    np.testing.assert_array_equal(score.compare(">=", -0.5), [0, 1, 1, 1, 0])
+    np.testing.assert_array_equal(score.compare("<", -0.5), [1, 0, 0, 0, 0])
+
+
+def test_compare_numeric_refusals():
+    income = col(numeric(0, 100, 4))
+    with pytest.raises(CatalogError, match="30 is not a bin edge of 'x'.*use 25 or 50"):
+        income.compare("<", 30)
+    for op in ("=", "<>"):
+        with pytest.raises(CatalogError, match=f"binned.*instead of {op}"):
+            income.compare(op, 25)
+    with pytest.raises(CatalogError, match="outside the declared domain"):
+        income.compare("<", 125)
+    with pytest.raises(CatalogError, match="must be a number"):
+        income.compare("<", "50")
+
+
+def test_compare_integer_refusals():
+    age = col(integer(0, 99))
+    with pytest.raises(CatalogError, match=r"literal 100 is outside the declared domain of 'x' \[0, 99\]"):
+        age.compare("=", 100)
+    with pytest.raises(CatalogError, match="outside the declared domain"):
+        age.compare(">", -1)
+    with pytest.raises(CatalogError, match="must be a number, got 'ten'"):
+        age.compare("=", "ten")
+    with pytest.raises(CatalogError, match="must be a number"):
+        age.compare("=", True)
+    with pytest.raises(CatalogError, match="must be finite"):
+        age.compare("<", float("nan"))
+    with pytest.raises(CatalogError, match="unsupported comparison 'LIKE'"):
+        age.compare("LIKE", 1)
+
+
+@pytest.mark.parametrize("op,literal,expected", [
+    ("=", "HS", [0, 1, 0, 0]),
+    ("<>", "HS", [1, 0, 1, 0]),
+    ("<", "HS", [1, 0, 0, 0]),
+    ("<=", "HS", [1, 1, 0, 0]),
+    (">", "HS", [0, 0, 1, 0]),
+    (">=", "HS", [0, 1, 1, 0]),
+    # Declared order, not alphabetical: "College" is the highest level.
+    (">", "None", [0, 1, 1, 0]),
+    ("<", "College", [1, 1, 0, 0]),
+])
+def test_compare_ordered_categorical(op, literal, expected):
+    edu = col(categorical(["None", "HS", "College"], ordered=True, nullable=True))
+    np.testing.assert_array_equal(edu.compare(op, literal), expected)
+
+
+def test_compare_unordered_categorical():
+    region = col(categorical(["N", "S", "Other"], other="Other", nullable=True))
+    np.testing.assert_array_equal(region.compare("=", "S"), [0, 1, 0, 0])
+    np.testing.assert_array_equal(region.compare("<>", "S"), [1, 0, 1, 0])
+    np.testing.assert_array_equal(region.compare("=", "Other"), [0, 0, 1, 0])
+    for op in ("<", "<=", ">", ">="):
+        with pytest.raises(CatalogError, match="unordered categorical.*ordered = true"):
+            region.compare(op, "S")
+    with pytest.raises(CatalogError, match="'W' is not a declared value of 'x' .*'N', 'S', 'Other'"):
+        region.compare("=", "W")
+    with pytest.raises(CatalogError, match="compare it with a string literal"):
+        region.compare("=", 3)
+
+
+def test_undeclared_value_message_is_truncated():
+    many = col(categorical([f"v{i}" for i in range(20)]))
+    with pytest.raises(CatalogError, match=r"'v11', \.\.\.\)"):
+        many.compare("=", "zz")
+
+
+def test_one_of():
+    hours = col(integer(-2, 3, nullable=True))
+    np.testing.assert_array_equal(hours.one_of([-2, 3, 3]), [1, 0, 0, 0, 0, 1, 0])
+    np.testing.assert_array_equal(hours.one_of([]), [0] * 7)
+    region = col(categorical(["N", "S", "Other"], nullable=True))
+    np.testing.assert_array_equal(region.one_of(["N", "Other"]), [1, 0, 1, 0])
+    with pytest.raises(CatalogError, match="not a declared value"):
+        region.one_of(["N", "E"])
+    with pytest.raises(CatalogError, match="outside the declared domain"):
+        hours.one_of([0, 4])
+
+
+def test_decimal_bounds_are_exact():
+    v = col(numeric(0.1, 0.5, 4))
+    assert v.width == Decimal("0.1")
+    np.testing.assert_array_equal(v.compare("<", 0.3), [1, 1, 0, 0])
+    np.testing.assert_allclose(v.bin_values(), [0.15, 0.25, 0.35, 0.45])
