@@ -50,6 +50,17 @@ _REFUSED_AGGREGATES = {
 }
 
 
+# DuckDB aggregates that sqlglot parses as anonymous functions (not AggFunc): without this
+# list they slipped through and ran over the noisy result relation, or failed only after
+# the budget was charged. MEAN is DuckDB's AVG, FSUM/SUMKAHAN its SUM, COUNT_STAR its COUNT(*).
+_ANONYMOUS_AGGREGATES = frozenset({
+    "arbitrary", "arg_max_null", "arg_max_nulls_last", "arg_min_null", "arg_min_nulls_last",
+    "bitstring_agg", "combine_aggr", "count_star", "decimal_average", "entropy", "favg", "fsum",
+    "histogram", "histogram_exact", "kahan_sum", "kurtosis_pop", "lttb", "mad", "mean", "product",
+    "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan", "variant_group_object",
+})
+
+
 @dataclass
 class Aggregate:
     """One aggregate of the query: COUNT or SUM (one block) or AVG (SUM and COUNT blocks)."""
@@ -174,6 +185,12 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         template.set("having", None)
         template.set("where", exp.Where(this=tree.args["having"].this.transform(rewrite, copy=True)))
     if tree.args.get("order"):
+        for ordered in tree.args["order"].expressions:
+            key = ordered.this
+            # An ordinal past the select list would silently bind to the standard-error
+            # columns that result.assemble appends to the template.
+            if isinstance(key, exp.Literal) and not key.is_string and not 1 <= int(literal_value(key)) <= len(select_items):
+                raise ProgrammingError(f"ORDER BY {key.sql()} refers to no select item")
         template.set("order", tree.args["order"].transform(rewrite, copy=True))
     else:
         template.set("order", exp.Order(expressions=[exp.Ordered(this=exp.column(ROW_ORDER))]))
@@ -238,6 +255,10 @@ def _refuse_constructs(tree: exp.Select) -> None:
             )
         if isinstance(node, exp.Anonymous) and node.name.lower() in {"min", "max", "median", "mode", "quantile"}:
             raise NotSupportedError(f"{node.name.upper()} is not supported over a protected table")
+        if isinstance(node, exp.Anonymous) and node.name.lower() in _ANONYMOUS_AGGREGATES:
+            raise NotSupportedError(
+                f"aggregate {node.name.upper()} is not supported over a protected table; use COUNT, SUM or AVG"
+            )
 
 
 def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler) -> tuple[str, ...]:

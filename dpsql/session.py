@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import duckdb
+import numpy as np
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -252,9 +253,18 @@ class Session:
                 f"protected table {protected!r} is read-only through dpsql (the data owner "
                 f"administers it in DuckDB); only SELECT with aggregates is allowed"
             )
-        compiled = compile_tree(tree, sql, self.catalog)
+        compiled = self._compile(tree, sql)
         plan, charged = self._measure([compiled], self.query_share, sql)
         return self._answer(compiled, plan, charged)
+
+    def _compile(self, tree: exp.Expression, sql: str, label: str = "") -> CompiledQuery:
+        """Compile, then evaluate the outer template once on zeros: errors there (HAVING,
+        ORDER BY, LIMIT on noisy values) must surface before anything is charged."""
+        compiled = compile_tree(tree, sql, self.catalog, label)
+        rows = compiled.table.domain.size(compiled.group_by)
+        zeros = np.zeros(rows)
+        assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
+        return compiled
 
     def _public(self, sql: str, params) -> Result:
         try:
@@ -363,7 +373,7 @@ class Session:
             protected = self._protected_reference(sql)
             if protected is None or protected.lower() not in self.catalog.tables:
                 raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
-            compiled.append(compile_tree(parse_statement(sql, self.dialect), sql, self.catalog, label=f"q{i}"))
+            compiled.append(self._compile(parse_statement(sql, self.dialect), sql, label=f"q{i}"))
         budget = self._share(begin.epsilon, begin.rho, None) if (begin.epsilon or begin.rho) else self.query_share
         if begin.delta is not None and begin.epsilon is not None and self.noise == GAUSSIAN:
             budget = epsilon_delta_to_zcdp(begin.epsilon, begin.delta)
@@ -380,7 +390,7 @@ class Session:
         protected = self._protected_reference(sql)
         if protected is None:
             return self._public("EXPLAIN " + sql, None)
-        compiled = compile_tree(parse_statement(sql, self.dialect), sql, self.catalog)
+        compiled = self._compile(parse_statement(sql, self.dialect), sql)
         return self._explain_result(self._plan([compiled], self.query_share))
 
     def _explain_result(self, plans: dict) -> Result:

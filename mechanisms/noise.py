@@ -37,7 +37,7 @@ class RandomSource:
     """Uniform integers from `secrets.SystemRandom` (default) or a seeded `random.Random`.
 
     The seeded form is for tests and reproducible experiments only: it is not
-    cryptographically secure and must not protect released values.
+    cryptographically secure and must not protect released values. `seeded` says which.
     """
 
     def __init__(self, seed: int | None = None) -> None:

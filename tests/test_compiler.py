@@ -145,7 +145,7 @@ def check_against_duckdb(con, catalog, sql: str, group_by: list[str]) -> None:
 
     answers = Exact(con, table).aggregates(compiled)
     agg_items = compiled.output_aggregate[len(group_by):]
-    assert len(agg_items) == len(rows[0]) - len(group_by) if rows else True
+    assert not rows or len(agg_items) == len(rows[0]) - len(group_by)
     for j, k in enumerate(agg_items):
         assert k is not None
         got = answers[k][0]
@@ -208,6 +208,10 @@ REFUSED = [
     ("SELECT STRING_AGG(c, ',') FROM t", "raw values"),
     ("SELECT ANY_VALUE(a) FROM t", "ANY_VALUE"),
     ("SELECT MODE(a) FROM t", "MODE"),
+    ("SELECT MEAN(a) FROM t", "aggregate MEAN is not supported"),
+    ("SELECT a, FSUM(a) FROM t GROUP BY a", "aggregate FSUM is not supported"),
+    ("SELECT c, HISTOGRAM(c) FROM t GROUP BY c", "aggregate HISTOGRAM is not supported"),
+    ("SELECT SUM(a), ENTROPY(1) FROM t", "aggregate ENTROPY is not supported"),
     ("SELECT SUM(SUM(a)) FROM t", "nested aggregates"),
     ("SELECT COUNT(DISTINCT a) FROM t", "COUNT\\(DISTINCT"),
     ("SELECT SUM(DISTINCT a) FROM t", "SUM\\(DISTINCT"),
@@ -254,6 +258,8 @@ REFUSED = [
     ("SELECT COUNT(*) FROM t GROUP BY a + 1", "GROUP BY 'a \\+ 1': only declared columns"),
     ("SELECT COUNT(*) FROM t GROUP BY 1", "GROUP BY '1': only declared columns"),
     ("SELECT a, COUNT(*) FROM t GROUP BY 3", "GROUP BY 3 refers to no select item"),
+    ("SELECT a, COUNT(*) FROM t GROUP BY a ORDER BY 3", "ORDER BY 3 refers to no select item"),
+    ("SELECT COUNT(*) FROM t ORDER BY 0", "ORDER BY 0 refers to no select item"),
     ("SELECT a, COUNT(*) FROM t GROUP BY GROUPING SETS ((a), ())", "GROUPING SETS"),
     ("SELECT a, COUNT(*) FROM t GROUP BY ROLLUP (a)", "ROLLUP"),
     ("SELECT a, COUNT(*) FROM t GROUP BY CUBE (a)", "CUBE"),
@@ -289,6 +295,22 @@ def test_refused(catalog, sql, message):
     # ProgrammingError (CatalogError is one) or NotSupportedError: never a bare Python error.
     assert isinstance(info.value, (ProgrammingError, NotSupportedError)), type(info.value)
     assert re.search(message, str(info.value)), str(info.value)
+
+
+def test_every_other_duckdb_aggregate_is_refused(catalog):
+    """Only COUNT, SUM and AVG compile, whatever name DuckDB knows an aggregate by."""
+    names = duckdb.connect().execute(
+        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type = 'aggregate'"
+    ).fetchall()
+    accepted = set()
+    for (name,) in names:
+        for sql in (f"SELECT {name}(a) FROM t", f"SELECT a, {name}(a) FROM t GROUP BY a"):
+            try:
+                compile_query(sql, catalog)
+                accepted.add(name.lower())
+            except Error:
+                pass
+    assert accepted <= {"count", "sum", "avg"}, accepted
 
 
 def test_catalog_conflicts_raise_catalog_error(catalog):
@@ -555,7 +577,9 @@ def in_list(draw):
 
 
 null_test = st.builds(lambda c, neg: f"{c} IS {neg}NULL", st.sampled_from(["a", "c", "o", "n"]), st.sampled_from(["", "NOT "]))
-atom = st.one_of(comparison(), comparison(), between(), in_list(), null_test, st.sampled_from(["TRUE", "FALSE"]))
+atom = st.one_of(
+    comparison(), comparison(), comparison(), between(), in_list(), null_test, st.sampled_from(["TRUE", "FALSE"])
+)
 
 
 def _combine(inner):
@@ -619,11 +643,11 @@ def query(draw):
 
 
 @settings(
-    max_examples=150,
+    max_examples=300,
     derandomize=True,
     deadline=None,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(query())
 def test_property_compiled_blocks_equal_duckdb(con, catalog, generated):

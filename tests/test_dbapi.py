@@ -225,3 +225,13 @@ def test_pure_dp_mode_uses_epsilon(database, tmp_path):
         assert c.budget.spent.epsilon == pytest.approx(0.1)
         assert c.budget.spent.delta == 0
         assert c.session.noise == "laplace"
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM people WHERE age > 1 LIMIT age",
+    "SELECT SUM(age) FROM people HAVING SUM(age) > 'abc'",
+])
+def test_errors_in_the_outer_query_never_charge(conn, sql):
+    with pytest.raises(dpsql.Error):
+        conn.cursor().execute(sql)
+    assert conn.budget.spent.rho == 0
