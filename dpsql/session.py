@@ -28,7 +28,7 @@ from dpsql.errors import Error, NotSupportedError, OperationalError, Programming
 from dpsql.ledger import Ledger
 from dpsql.result import Result, aggregate_answers, assemble
 from dpsql.statements import BeginWorkload, EndWorkload, Explain, SetOption, Sql, classify, split_statements
-from mechanisms.accounting import epsilon_delta_to_zcdp, pure_dp_to_zcdp, zcdp_to_epsilon
+from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, measure
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel
@@ -40,20 +40,6 @@ from planner.planner import plan_workload
 DEFAULT_QUERY_EPSILON = 0.1
 _REFUSED_KEYWORDS = {"ATTACH", "DETACH", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA", "CHECKPOINT"}
 _REFUSED_FUNCTIONS = {"query", "query_table", "read_duckdb", "sqlite_scan", "postgres_scan"}
-
-
-@dataclass(frozen=True)
-class Amount:
-    """A privacy amount in both units: ρ (zCDP) and the (ε, δ) it implies."""
-
-    rho: float
-    epsilon: float
-    delta: float
-
-    def __str__(self) -> str:
-        if self.delta == 0:
-            return f"ε={self.epsilon:.4g}"
-        return f"ε={self.epsilon:.4g}, δ={self.delta:g} (ρ={self.rho:.4g})"
 
 
 @dataclass(frozen=True)
@@ -138,10 +124,8 @@ class Session:
         return epsilon_delta_to_zcdp(float(epsilon), self.delta)
 
     def amount(self, share: float) -> Amount:
-        if self.noise == LAPLACE:
-            return Amount(pure_dp_to_zcdp(share), share, 0.0)
-        eps = zcdp_to_epsilon(share, self.delta) if share > 0 else 0.0
-        return Amount(share, eps, self.delta if share > 0 else 0.0)
+        """A share of the ledger's unit, in both units."""
+        return Amount.pure(share) if self.noise == LAPLACE else Amount.zcdp(share, self.delta)
 
     def budget(self) -> BudgetStatus:
         spent = self.ledger.spent()

@@ -19,7 +19,7 @@ __all__ = [
     "zcdp_to_epsilon",
     "epsilon_delta_to_zcdp",
     "pure_dp_to_zcdp",
-    "Budget",
+    "Amount",
 ]
 
 _REL_TOL = 1e-12
@@ -158,53 +158,31 @@ def pure_dp_to_zcdp(epsilon: float) -> float:
 
 
 @dataclass(frozen=True)
-class Budget:
-    """A zCDP budget rho, reported as the (epsilon, delta)-DP guarantee it implies at `delta`."""
+class Amount:
+    """A privacy amount in both units: ρ (zCDP) and the (ε, δ)-DP guarantee it implies.
+
+    `zcdp(rho, delta)` reports ρ at a fixed δ; `pure(epsilon)` is a pure ε-DP amount
+    (δ = 0, ρ = ε²/2).
+    """
 
     rho: float
+    epsilon: float
     delta: float
 
-    def __post_init__(self) -> None:
-        _check_rho(self.rho)
-        _check_delta(self.delta)
-
-    @property
-    def epsilon(self) -> float:
-        """The epsilon that rho implies at this delta (inf when delta = 0 and rho > 0)."""
-        return zcdp_to_epsilon(self.rho, self.delta)
+    @classmethod
+    def zcdp(cls, rho: float, delta: float) -> "Amount":
+        _check_rho(rho)
+        _check_delta(delta)
+        if rho == 0:
+            return cls(0.0, 0.0, 0.0)
+        return cls(rho, zcdp_to_epsilon(rho, delta), delta)
 
     @classmethod
-    def from_epsilon_delta(cls, epsilon: float, delta: float) -> Budget:
-        """The largest rho whose (epsilon, delta) guarantee is at least as strong as asked."""
-        return cls(epsilon_delta_to_zcdp(epsilon, delta), delta)
-
-    @classmethod
-    def from_rho(cls, rho: float, delta: float = 1e-9) -> Budget:
-        return cls(rho, delta)
-
-    def _same_delta(self, other: Budget) -> None:
-        if other.delta != self.delta:
-            raise ValueError(
-                f"cannot combine budgets reported at different deltas ({self.delta:g} and {other.delta:g})"
-            )
-
-    def __add__(self, other: object) -> Budget:
-        if not isinstance(other, Budget):
-            return NotImplemented
-        self._same_delta(other)
-        return Budget(self.rho + other.rho, self.delta)
-
-    def __sub__(self, other: object) -> Budget:
-        """Remaining budget; a float residue within 1e-12 relative of zero becomes 0."""
-        if not isinstance(other, Budget):
-            return NotImplemented
-        self._same_delta(other)
-        rho = self.rho - other.rho
-        if rho < 0:
-            if -rho > _REL_TOL * max(self.rho, other.rho):
-                raise ValueError(f"cannot subtract rho={other.rho:g} from rho={self.rho:g}")
-            rho = 0.0
-        return Budget(rho, self.delta)
+    def pure(cls, epsilon: float) -> "Amount":
+        _check_epsilon(epsilon)
+        return cls(pure_dp_to_zcdp(epsilon), epsilon, 0.0)
 
     def __str__(self) -> str:
-        return f"ρ={self.rho:#.3g} (ε={self.epsilon:#.4g}, δ={self.delta:g})"
+        if self.delta == 0:
+            return f"ε={self.epsilon:.4g}"
+        return f"ε={self.epsilon:.4g}, δ={self.delta:g} (ρ={self.rho:.4g})"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mechanisms.accounting import (
-    Budget,
+    Amount,
     epsilon_delta_to_zcdp,
     pure_dp_to_zcdp,
     zcdp_to_delta,
@@ -128,35 +128,27 @@ def test_invalid_arguments(call) -> None:
         call()
 
 
-# --- Budget ----------------------------------------------------------------------------
+# --- Amount ----------------------------------------------------------------------------
 
 
-def test_budget_from_epsilon_delta() -> None:
-    b = Budget.from_epsilon_delta(1.0, 1e-9)
-    assert b.rho == pytest.approx(0.014973, rel=4e-5)
-    assert b.delta == 1e-9
-    assert b.epsilon == pytest.approx(1.0, rel=1e-9)
-    assert str(b) == "ρ=0.0150 (ε=1.000, δ=1e-09)"
+def test_amount_in_both_units() -> None:
+    rho = epsilon_delta_to_zcdp(1.0, 1e-9)
+    a = Amount.zcdp(rho, 1e-9)
+    assert a.rho == pytest.approx(0.014973, rel=4e-5)
+    assert a.epsilon == pytest.approx(1.0, rel=1e-9)
+    assert str(a) == "ε=1, δ=1e-09 (ρ=0.01497)"
+    assert Amount.zcdp(0.0, 1e-9) == Amount(0.0, 0.0, 0.0)
+    p = Amount.pure(0.5)
+    assert (p.rho, p.epsilon, p.delta) == (0.125, 0.5, 0.0)
+    assert str(p) == "ε=0.5"
 
 
-def test_budget_from_rho_and_arithmetic() -> None:
-    a = Budget.from_rho(0.3)
-    assert a.delta == 1e-9
-    assert (a + Budget.from_rho(0.2)).rho == pytest.approx(0.5)
-    assert (a - Budget.from_rho(0.1)).rho == pytest.approx(0.2)
-    assert (a - Budget.from_rho(0.1) - Budget.from_rho(0.2)).rho == 0.0  # float residue
+def test_amount_validation_and_immutability() -> None:
     with pytest.raises(ValueError):
-        a - Budget.from_rho(0.4)
+        Amount.zcdp(-0.1, 1e-9)
     with pytest.raises(ValueError):
-        a + Budget(0.1, 1e-6)
-
-
-def test_budget_validation_and_immutability() -> None:
+        Amount.zcdp(0.1, 1.0)
     with pytest.raises(ValueError):
-        Budget(-0.1, 1e-9)
-    with pytest.raises(ValueError):
-        Budget(0.1, 1.0)
+        Amount.pure(-1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        Budget(0.1, 1e-9).rho = 0.2  # type: ignore[misc]
-    assert Budget(0.1, 0.0).epsilon == math.inf
-    assert Budget(0.0, 0.0).epsilon == 0.0
+        Amount.pure(1.0).rho = 0.2  # type: ignore[misc]
