@@ -25,7 +25,7 @@ from dpsql.compiler import compile_query
 from dpsql.demo import DASHBOARD
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.accounting import epsilon_delta_to_zcdp
-from mechanisms.measurement import GAUSSIAN, Measurement, measure
+from mechanisms.measurement import GAUSSIAN
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Workload
@@ -58,10 +58,7 @@ def simulate(rows: int, draws: int, epsilon: float, delta: float) -> tuple[str, 
         rng = RandomSource(seed=draw)
         model = LeastSquaresModel(table.domain)
         for pm in plan.measurements:
-            query = None if pm.block is None else pm.block.matrix(table.domain)
-            values, cal = measure(counts[pm.clique], query, GAUSSIAN, pm.share, rng)
-            key = None if pm.block is None else pm.block.fingerprint(table.domain)
-            model.add(Measurement(pm.clique, GAUSSIAN, pm.share, cal.variance, values, key))
+            model.add(pm.release(counts[pm.clique], table.domain, GAUSSIAN, rng))
         for b in workload.blocks:
             est, _ = model.answer(b)
             squared[b.name] += float(np.mean((est - truth[b.name]) ** 2))

@@ -19,6 +19,7 @@ import duckdb
 import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
+from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
 
 # Charges may exceed the total by this relative slack (floating-point sums).
@@ -32,8 +33,8 @@ _SCHEMA = [
         statement VARCHAR NOT NULL, cost DOUBLE NOT NULL, detail VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS dpsql_measurements (
         seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, signature VARCHAR NOT NULL,
-        clique VARCHAR NOT NULL, query_key VARCHAR, noise VARCHAR NOT NULL, cost DOUBLE NOT NULL,
-        variance DOUBLE NOT NULL, vals DOUBLE[] NOT NULL)""",
+        clique VARCHAR NOT NULL, query_key VARCHAR, strategy VARCHAR, noise VARCHAR NOT NULL,
+        cost DOUBLE NOT NULL, variance DOUBLE NOT NULL, vals DOUBLE[] NOT NULL)""",
 ]
 
 
@@ -121,8 +122,9 @@ class Ledger:
             )
             for m in measurements:
                 self.con.execute(
-                    "INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [seq, table, signature, json.dumps(list(m.clique)), m.key, m.noise, m.cost,
+                    "INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [seq, table, signature, json.dumps(list(m.clique)), m.key,
+                     None if m.strategy is None else json.dumps(to_spec(m.strategy)), m.noise, m.cost,
                      m.variance, [float(v) for v in m.values]],
                 )
             self.con.execute("COMMIT")
@@ -134,13 +136,16 @@ class Ledger:
     def measurements(self, table: str, signature: str) -> list[Measurement]:
         """Measurements stored for a table under the same catalog declaration."""
         rows = self.con.execute(
-            "SELECT clique, query_key, noise, cost, variance, vals FROM dpsql_measurements "
+            "SELECT clique, query_key, strategy, noise, cost, variance, vals FROM dpsql_measurements "
             "WHERE table_name = ? AND signature = ? ORDER BY seq",
             [table, signature],
         ).fetchall()
         return [
-            Measurement(tuple(json.loads(c)), noise, cost, var, np.asarray(vals, dtype=float), key=key)
-            for c, key, noise, cost, var, vals in rows
+            Measurement(
+                tuple(json.loads(c)), noise, cost, var, np.asarray(vals, dtype=float), key,
+                None if strategy is None else from_spec(json.loads(strategy)),
+            )
+            for c, key, strategy, noise, cost, var, vals in rows
         ]
 
     def charges(self) -> list[Charge]:

@@ -29,7 +29,7 @@ from dpsql.ledger import Ledger
 from dpsql.result import Result, aggregate_answers, assemble
 from dpsql.statements import BeginWorkload, EndWorkload, Explain, SetOption, Sql, classify, split_statements
 from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
-from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, measure
+from mechanisms.measurement import GAUSSIAN, LAPLACE
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Workload
@@ -321,12 +321,9 @@ class Session:
             if not plan.measurements:
                 continue
             counts = self.backend.marginals(table, [m.clique for m in plan.measurements])
-            measurements = []
-            for pm in plan.measurements:
-                query = None if pm.block is None else pm.block.matrix(table.domain)
-                values, cal = measure(counts[pm.clique], query, self.noise, pm.share, self.rng)
-                key = None if pm.block is None else pm.block.fingerprint(table.domain)
-                measurements.append(Measurement(pm.clique, self.noise, pm.share, cal.variance, values, key))
+            measurements = [
+                pm.release(counts[pm.clique], table.domain, self.noise, self.rng) for pm in plan.measurements
+            ]
             self.ledger.charge(
                 plan.cost, statement, table.name, table.signature(), measurements, detail=plan.chosen
             )

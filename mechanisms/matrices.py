@@ -402,3 +402,56 @@ def _as_weighted_kronecker(m: Matrix) -> tuple[float, list[Matrix]] | None:
     if isinstance(m, Kronecker):
         return 1.0, m.factors
     return None
+
+
+# ---------------------------------------------------------------------------
+# Serialization: strategies are stored with their measurements in the ledger.
+
+_SIMPLE = {"Identity": Identity, "Prefix": Prefix, "AllRange": AllRange}
+
+
+def to_spec(m: Matrix) -> dict:
+    """A JSON-able description of an implicit matrix (inverse: `from_spec`)."""
+    name = type(m).__name__
+    if name in _SIMPLE:
+        return {"type": name, "n": m.shape[1]}
+    if isinstance(m, Ones):
+        return {"type": "Ones", "m": m.shape[0], "n": m.shape[1]}
+    if isinstance(m, Dense):
+        return {"type": "Dense", "array": np.asarray(m.array, dtype=float).tolist()}
+    if isinstance(m, Diagonal):
+        return {"type": "Diagonal", "values": np.asarray(m.values, dtype=float).tolist()}
+    if isinstance(m, Weighted):
+        return {"type": "Weighted", "weight": m.weight, "base": to_spec(m.base)}
+    if isinstance(m, Product):
+        return {"type": "Product", "left": to_spec(m.left), "right": to_spec(m.right)}
+    if isinstance(m, Kronecker):
+        return {"type": "Kronecker", "factors": [to_spec(f) for f in m.factors]}
+    if isinstance(m, (Sum, VStack)):
+        parts = m.terms if isinstance(m, Sum) else m.blocks
+        return {"type": name, "parts": [to_spec(p) for p in parts]}
+    return {"type": "Dense", "array": np.asarray(m.dense(), dtype=float).tolist()}
+
+
+def from_spec(spec: dict) -> Matrix:
+    """Rebuild a matrix from `to_spec` output."""
+    kind = spec["type"]
+    if kind in _SIMPLE:
+        return _SIMPLE[kind](spec["n"])
+    if kind == "Ones":
+        return Ones(spec["m"], spec["n"])
+    if kind == "Dense":
+        return Dense(spec["array"])
+    if kind == "Diagonal":
+        return Diagonal(spec["values"])
+    if kind == "Weighted":
+        return Weighted(from_spec(spec["base"]), spec["weight"])
+    if kind == "Product":
+        return Product(from_spec(spec["left"]), from_spec(spec["right"]))
+    if kind == "Kronecker":
+        return Kronecker([from_spec(f) for f in spec["factors"]])
+    if kind == "Sum":
+        return Sum([from_spec(p) for p in spec["parts"]])
+    if kind == "VStack":
+        return VStack([from_spec(p) for p in spec["parts"]])
+    raise ValueError(f"unknown matrix spec type {kind!r}")

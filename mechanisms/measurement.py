@@ -68,11 +68,12 @@ def calibrate(kind: str, sensitivity: float, share: float, granularity: Fraction
 
 @dataclass
 class Measurement:
-    """Noisy answers on a clique: the marginal itself, or one block measured directly.
+    """Noisy answers on a clique's marginal x_C.
 
-    `key` is the measured block's fingerprint for direct (per-query)
-    measurements and None for marginals. `cost` is ρ for Gaussian noise and
-    ε for Laplace noise; `variance` is the exact per-entry noise variance.
+    Three kinds: the marginal itself (the identity; `key` and `strategy` None),
+    a strategy matrix A (`strategy`, answers A·x_C), or one block measured
+    directly (`key` is its fingerprint). `cost` is ρ for Gaussian noise and ε
+    for Laplace noise; `variance` is the exact per-entry noise variance.
     """
 
     clique: tuple[str, ...]
@@ -81,10 +82,11 @@ class Measurement:
     variance: float
     values: np.ndarray
     key: str | None = None
+    strategy: Matrix | None = None
 
     @property
     def is_marginal(self) -> bool:
-        return self.key is None
+        return self.key is None and self.strategy is None
 
 
 def measure(

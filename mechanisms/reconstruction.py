@@ -1,19 +1,27 @@
 """Least-squares reconstruction: one model answers every block, with exact variances.
 
-Marginal measurements are combined by generalized least squares in the
-residual basis (`mechanisms.marginals`): consistent estimates for any block
-whose residuals are all covered, without any full-domain vector. Direct
-(per-query) measurements answer the block they measured; when a block is
-answerable both ways the two independent unbiased estimates are combined row
-by row with inverse-variance weights. Everything here is post-processing.
+The model holds three kinds of estimator, each fitted to its own, independent
+measurements:
+
+- *marginals* measured with the identity are combined by generalized least
+  squares in the residual basis (`mechanisms.marginals`): consistent answers
+  for any block whose residuals are covered, with no full-domain vector;
+- *strategy* measurements (a range tree, a wavelet, an optimized matrix) on a
+  clique are solved by least squares on that clique (`CliqueLeastSquares`);
+- *direct* (per-query) measurements answer the block they measured.
+
+When several estimators determine a block, their independent unbiased answers
+are combined row by row with inverse-variance weights. Everything here is
+post-processing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
+from mechanisms.clique_lsq import CliqueLeastSquares
 from mechanisms.domain import Domain
 from mechanisms.marginals import (
     Clique,
@@ -32,132 +40,149 @@ class NotInSpan(LookupError):
     """The measurements made so far do not determine this block."""
 
 
-@dataclass
-class _Part:
-    variance: np.ndarray
-    estimate: np.ndarray | None  # None when only variances were asked for
+class Estimator(Protocol):
+    """An unbiased linear estimator of blocks from one independent set of measurements."""
+
+    def covers(self, block: Block) -> bool: ...
+    def estimate(self, block: Block) -> np.ndarray: ...
+    def variance(self, block: Block) -> np.ndarray: ...
+    def covariance(self, first: Block, second: Block) -> np.ndarray: ...
 
 
-class LeastSquaresModel:
-    """Generalized least-squares model over a set of measurements on one domain."""
+class ResidualLeastSquares:
+    """GLS from identity-marginal measurements, in the residual basis."""
 
-    def __init__(self, domain: Domain, measurements: list[Measurement] | None = None):
+    def __init__(self, domain: Domain, measurements: list[Measurement]):
         self.domain = domain
-        self.measurements: list[Measurement] = []
-        self._precision: dict[Clique, float] = {}
+        self.measurements = measurements
+        self.precision = residual_precisions(domain, ((m.clique, m.variance) for m in measurements))
         self._residuals: dict[Clique, np.ndarray] = {}
-        for m in measurements or []:
-            self.add(m)
 
-    def add(self, m: Measurement) -> None:
-        """Include one more measurement (the fit is refreshed lazily)."""
-        self.measurements.append(m)
-        self._residuals.clear()
-        self._precision = residual_precisions(
-            self.domain, ((x.clique, x.variance) for x in self.measurements if x.is_marginal)
-        )
-
-    # --- the marginal (residual) part ------------------------------------
     def residual_variance(self, s: Clique) -> float:
-        """v_S, or inf when no measurement covers S."""
-        p = self._precision.get(s, 0.0)
-        return 1.0 / p if p > 0 else float("inf")
+        """v_S, or 0 when nothing covers S (such residuals carry no weight in covered blocks)."""
+        p = self.precision.get(s, 0.0)
+        return 1.0 / p if p > 0 else 0.0
 
     def _residual(self, s: Clique) -> np.ndarray:
         if s not in self._residuals:
+            if s not in self.precision:
+                return np.zeros(self.domain.shape(s))
             total, weight = 0.0, 0.0
             for m in self.measurements:
-                if m.is_marginal and set(s) <= set(m.clique):
-                    rest = self.domain.size(m.clique) // self.domain.size(s)
-                    w = 1.0 / (m.variance * rest)
+                if set(s) <= set(m.clique):
+                    w = 1.0 / (m.variance * (self.domain.size(m.clique) // self.domain.size(s)))
                     total = total + w * residual_of(self.domain, m.clique, m.values, s)
                     weight += w
             self._residuals[s] = total / weight
         return self._residuals[s]
 
-    def _marginal_covers(self, block: Block) -> bool:
-        return all(s in self._precision for s in residual_weights(block, self.domain))
+    def covers(self, block: Block) -> bool:
+        return all(s in self.precision for s in residual_weights(block, self.domain))
 
-    def _marginal_part(self, block: Block, with_estimate: bool) -> _Part | None:
-        if not self._marginal_covers(block):
-            return None
-        variance = row_moments(block, block, self.domain, self._finite_variance)
-        if not with_estimate:
-            return _Part(variance, None)
+    def estimate(self, block: Block) -> np.ndarray:
         clique = block.attributes(self.domain)
-        residuals = {s: self._residual(s) for s in subsets(clique) if s in self._precision}
-        for s in subsets(clique):  # uncovered residuals carry zero weight for this block
-            residuals.setdefault(s, np.zeros(self.domain.shape(s)))
-        x = expand(self.domain, residuals, clique)
-        estimate = np.asarray(block.matrix(self.domain, clique).matvec(x), dtype=float)
-        return _Part(variance, estimate)
+        x = expand(self.domain, {s: self._residual(s) for s in subsets(clique)}, clique)
+        return np.asarray(block.matrix(self.domain, clique).matvec(x), dtype=float)
 
-    def _finite_variance(self, s: Clique) -> float:
-        v = self.residual_variance(s)
-        return 0.0 if v == float("inf") else v
+    def variance(self, block: Block) -> np.ndarray:
+        return row_moments(block, block, self.domain, self.residual_variance)
 
-    # --- the direct part ---------------------------------------------------
-    def _direct_part(self, block: Block, with_estimate: bool) -> _Part | None:
-        key = block.fingerprint(self.domain)
-        found = [m for m in self.measurements if m.key == key]
-        if not found:
-            return None
-        precision = sum(1.0 / m.variance for m in found)
-        variance = np.full(block.num_rows(self.domain), 1.0 / precision)
-        if not with_estimate:
-            return _Part(variance, None)
-        if len(found) == 1:
-            estimate = found[0].values
-        else:
-            estimate = sum(m.values / m.variance for m in found) / precision
-        return _Part(variance, np.asarray(estimate, dtype=float))
+    def covariance(self, first: Block, second: Block) -> np.ndarray:
+        return row_moments(first, second, self.domain, self.residual_variance)
 
-    # --- public -------------------------------------------------------------
+
+class DirectAnswers:
+    """Blocks measured directly: each answers only the block it measured (by fingerprint)."""
+
+    def __init__(self, domain: Domain, key: str, measurements: list[Measurement]):
+        self.domain, self.key, self.measurements = domain, key, measurements
+        self.precision = sum(1.0 / m.variance for m in measurements)
+
+    def covers(self, block: Block) -> bool:
+        return block.fingerprint(self.domain) == self.key
+
+    def estimate(self, block: Block) -> np.ndarray:
+        if len(self.measurements) == 1:
+            return np.asarray(self.measurements[0].values, dtype=float)
+        return sum(m.values / m.variance for m in self.measurements) / self.precision
+
+    def variance(self, block: Block) -> np.ndarray:
+        return np.full(block.num_rows(self.domain), 1.0 / self.precision)
+
+    def covariance(self, first: Block, second: Block) -> np.ndarray:
+        same = first.fingerprint(self.domain) == second.fingerprint(self.domain)
+        return self.variance(first) if same else np.zeros(first.num_rows(self.domain))
+
+
+class LeastSquaresModel:
+    """All measurements of one table, answering any block they determine."""
+
+    def __init__(self, domain: Domain, measurements: list[Measurement] | None = None):
+        self.domain = domain
+        self.measurements: list[Measurement] = []
+        self._estimators: list[Estimator] | None = None
+        for m in measurements or []:
+            self.add(m)
+
+    def add(self, m: Measurement) -> None:
+        """Include one more measurement (estimators are rebuilt lazily)."""
+        self.measurements.append(m)
+        self._estimators = None
+
+    @property
+    def estimators(self) -> list[Estimator]:
+        if self._estimators is None:
+            marginals = [m for m in self.measurements if m.is_marginal]
+            estimators: list[Estimator] = [ResidualLeastSquares(self.domain, marginals)] if marginals else []
+            by_key: dict[str, list[Measurement]] = {}
+            by_clique: dict[Clique, list[Measurement]] = {}
+            for m in self.measurements:
+                if m.key is not None:
+                    by_key.setdefault(m.key, []).append(m)
+                elif m.strategy is not None:
+                    by_clique.setdefault(m.clique, []).append(m)
+            estimators += [DirectAnswers(self.domain, k, ms) for k, ms in by_key.items()]
+            estimators += [CliqueLeastSquares(self.domain, c, ms) for c, ms in by_clique.items()]
+            self._estimators = estimators
+        return self._estimators
+
     def covers(self, block: Block) -> bool:
         """True when the block can be answered without new measurements."""
-        return self._marginal_covers(block) or any(
-            m.key == block.fingerprint(self.domain) for m in self.measurements
-        )
+        return not block.terms or any(e.covers(block) for e in self.estimators)
 
-    def _weights(self, block: Block, with_estimate: bool = True) -> tuple[_Part | None, _Part | None, np.ndarray]:
-        """Both parts and the weight α of the marginal part in each row (inverse variance)."""
-        marginal = self._marginal_part(block, with_estimate)
-        direct = self._direct_part(block, with_estimate)
-        if marginal is None and direct is None:
+    def _weights(self, block: Block) -> list[tuple[Estimator, np.ndarray, np.ndarray]]:
+        """(estimator, its row variances, its inverse-variance weight per row) for covering ones."""
+        found = [(e, e.variance(block)) for e in self.estimators if e.covers(block)]
+        if not found:
             raise NotInSpan(f"block {block.name!r} is not determined by the measurements")
-        if direct is None:
-            alpha = np.ones_like(marginal.variance)
-        elif marginal is None:
-            alpha = np.zeros_like(direct.variance)
-        else:
-            vm, vd = marginal.variance, direct.variance
-            alpha = np.where(vm + vd > 0, vd / np.where(vm + vd > 0, vm + vd, 1.0), 1.0)
-        return marginal, direct, alpha
-
-    def _combine(self, block: Block, with_estimate: bool) -> tuple[np.ndarray | None, np.ndarray]:
-        marginal, direct, alpha = self._weights(block, with_estimate)
-        estimate = np.zeros_like(alpha) if with_estimate else None
-        variance = np.zeros_like(alpha)
-        for part, weight in ((marginal, alpha), (direct, 1 - alpha)):
-            if part is not None:
-                variance += weight**2 * part.variance
-                if with_estimate:
-                    estimate += weight * part.estimate
-        return estimate, variance
+        exact = np.any([v == 0 for _, v in found], axis=0)  # a zero-variance row needs no mixing
+        precision = [np.where(exact, (v == 0).astype(float), 1.0 / np.where(v == 0, 1.0, v)) for _, v in found]
+        total = np.sum(precision, axis=0)
+        return [(e, v, p / total) for (e, v), p in zip(found, precision)]
 
     def answer(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
         """(estimate, variance) for every row of the block."""
-        return self._combine(block, with_estimate=True)
+        if not block.terms:
+            zeros = np.zeros(block.num_rows(self.domain))
+            return zeros, zeros
+        parts = self._weights(block)
+        estimate = sum(w * e.estimate(block) for e, _, w in parts)
+        variance = sum(w**2 * v for _, v, w in parts)
+        return np.asarray(estimate, dtype=float), np.asarray(variance, dtype=float)
 
     def variance(self, block: Block) -> np.ndarray:
         """Per-row variance of the answer, from the measurements' variances alone (no values)."""
-        return self._combine(block, with_estimate=False)[1]
+        if not block.terms:
+            return np.zeros(block.num_rows(self.domain))
+        return np.asarray(sum(w**2 * v for _, v, w in self._weights(block)), dtype=float)
 
     def covariance(self, first: Block, second: Block) -> np.ndarray:
-        """Row-wise covariance of the answers to two different blocks with the same rows."""
-        _, _, a1 = self._weights(first, with_estimate=False)
-        _, _, a2 = self._weights(second, with_estimate=False)
-        if not (a1.any() and a2.any()):
-            return np.zeros_like(a1)  # independent direct measurements
-        model = row_moments(first, second, self.domain, self._finite_variance)
-        return a1 * a2 * model
+        """Row-wise covariance of the answers to two blocks with the same rows."""
+        if not (first.terms and second.terms):
+            return np.zeros(first.num_rows(self.domain))
+        w2 = {id(e): w for e, _, w in self._weights(second)}
+        out = np.zeros(first.num_rows(self.domain))
+        for e, _, w1 in self._weights(first):
+            if id(e) in w2:  # estimators are independent of each other
+                out += w1 * w2[id(e)] * e.covariance(first, second)
+        return out

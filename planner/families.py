@@ -22,6 +22,7 @@ from scipy.optimize import minimize
 
 from mechanisms.domain import Domain
 from mechanisms.marginals import Clique, residual_weights, subsets
+from mechanisms.matrices import Matrix
 from mechanisms.measurement import GAUSSIAN
 from mechanisms.workload import Block
 
@@ -34,12 +35,18 @@ _NEGLIGIBLE_SHARE = 1e-3
 
 @dataclass(frozen=True)
 class Allocation:
-    """What to measure and with which fraction of the family's budget."""
+    """What to measure and with which fraction of the family's budget.
+
+    On the clique's marginal it measures one of: the block itself (`block`,
+    answered directly), a strategy matrix (`strategy`), or, with both None,
+    the marginal itself (the identity).
+    """
 
     clique: Clique
     fraction: float
-    block: Block | None  # the block measured directly, or None for the marginal itself
+    block: Block | None
     sensitivity: float
+    strategy: Matrix | None = None
 
 
 def noise_unit_variance(noise: str, sensitivity: float) -> float:

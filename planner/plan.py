@@ -7,13 +7,14 @@ from math import sqrt
 
 from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.marginals import Clique
-from mechanisms.measurement import GAUSSIAN
+from mechanisms.matrices import Matrix
+from mechanisms.measurement import GAUSSIAN, Measurement, measure
 from mechanisms.workload import Block
 
 
 @dataclass(frozen=True)
 class PlannedMeasurement:
-    """One measurement: a marginal (block None) or one block measured directly."""
+    """One measurement on a clique: the marginal, a strategy matrix, or one block directly."""
 
     clique: Clique
     block: Block | None
@@ -21,9 +22,27 @@ class PlannedMeasurement:
     sensitivity: float
     variance: float  # exact per-entry variance of the noise it will get
     family: str
+    strategy: Matrix | None = None
+
+    def query(self, domain) -> Matrix | None:
+        """The matrix applied to the clique's marginal (None: the identity)."""
+        if self.block is not None:
+            return self.block.matrix(domain)
+        return self.strategy
+
+    def release(self, counts, domain, noise: str, rng) -> Measurement:
+        """Measure the clique's exact counts with this measurement's noise (after the charge)."""
+        values, cal = measure(counts, self.query(domain), noise, self.share, rng)
+        key = None if self.block is None else self.block.fingerprint(domain)
+        return Measurement(self.clique, noise, self.share, cal.variance, values, key, self.strategy)
 
     def describe(self) -> str:
-        what = f"marginal {_clique(self.clique)}" if self.block is None else f"query {self.block.name!r}"
+        if self.block is not None:
+            what = f"query {self.block.name!r}"
+        elif self.strategy is not None:
+            what = f"strategy {self.strategy!r} on {_clique(self.clique)}"
+        else:
+            what = f"marginal {_clique(self.clique)}"
         return f"{what}: sensitivity {self.sensitivity:g}, noise std {sqrt(self.variance):.4g}"
 
 

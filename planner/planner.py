@@ -10,6 +10,7 @@ then computed exactly, including what earlier measurements contribute.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
 import numpy as np
@@ -91,11 +92,9 @@ def plan_workload(
             family_of[b.name] = name
         for alloc in families[name].allocate(bs):
             share = budget * fraction * alloc.fraction
-            query = None if alloc.block is None else alloc.block.matrix(domain)
-            cal = calibrate(noise, alloc.sensitivity, share, query_step(query))
-            measurements.append(
-                PlannedMeasurement(alloc.clique, alloc.block, share, alloc.sensitivity, cal.variance, name)
-            )
+            planned = PlannedMeasurement(alloc.clique, alloc.block, share, alloc.sensitivity, 0.0, name, alloc.strategy)
+            cal = calibrate(noise, alloc.sensitivity, share, query_step(planned.query(domain)))
+            measurements.append(replace(planned, variance=cal.variance))
 
     rows = sum(b.num_rows(domain) * b.weight for b in blocks)
     alternatives = [
@@ -126,7 +125,7 @@ def expected_rmse(
         model.add(Measurement(clique, "", 0.0, variance, np.empty(0)))
     for m in planned:
         key = None if m.block is None else m.block.fingerprint(domain)
-        model.add(Measurement(m.clique, "", m.share, m.variance, np.empty(0), key))
+        model.add(Measurement(m.clique, "", m.share, m.variance, np.empty(0), key, m.strategy))
     return {
         b.name: float(np.sqrt(np.mean(model.variance(b)))) if b.terms else 0.0 for b in workload.blocks
     }

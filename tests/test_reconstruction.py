@@ -118,3 +118,21 @@ def test_residual_weights_sum_to_total_error():
     # then the block's total error must be one unit per cell.
     v = {s: DOMAIN.size(("a", "b")) // DOMAIN.size(s) for s in weights}
     assert sum(weights[s] * v[s] for s in weights) == pytest.approx(DOMAIN.size(("a", "b")))
+
+
+def test_strategy_measurements_are_solved_on_their_clique():
+    from mechanisms.matrices import Prefix, from_spec, to_spec
+
+    rng = np.random.default_rng(3)
+    strategy = Kronecker([Prefix(3), Identity(4)])
+    assert np.array_equal(from_spec(to_spec(strategy)).dense(), strategy.dense())
+    y = rng.normal(size=12) * 3 + 10
+    model = LeastSquaresModel(DOMAIN, [Measurement(("a", "b"), "gaussian", 0.1, 2.0, y, strategy=strategy)])
+    block = Block("a in {0,1} by b", ("b",), [Term(1.0, {"a": Dense([[1.0, 1.0, 0.0]])})])
+    assert model.covers(block)
+    est, var = model.answer(block)
+    a = strategy.dense()
+    w = block.matrix(DOMAIN, ("a", "b")).dense()
+    np.testing.assert_allclose(est, w @ np.linalg.solve(a, y))
+    np.testing.assert_allclose(var, 2.0 * np.einsum("ij,jk,ik->i", w, np.linalg.inv(a.T @ a), w))
+    assert not model.covers(Block("by c", ("c",), [Term(1.0, {})]))
