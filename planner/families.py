@@ -16,6 +16,7 @@ that achieve it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from scipy.optimize import minimize
@@ -72,6 +73,19 @@ def combined_unit_error(errors: list[float], noise: str) -> float:
     """Unit error of several independent parts under the optimal split."""
     k = budget_exponent(noise)
     return float(sum(e ** (1.0 / (k + 1)) for e in errors) ** (k + 1))
+
+
+class Family(Protocol):
+    """A strategy family: exact expected error at a unit budget, and the allocation achieving it.
+
+    `unit_error` returns math.inf for blocks the family cannot handle.
+    """
+
+    name: str
+
+    def __init__(self, domain: Domain, noise: str) -> None: ...
+    def unit_error(self, blocks: list[Block]) -> float: ...
+    def allocate(self, blocks: list[Block]) -> list[Allocation]: ...
 
 
 class PerQuery:
@@ -168,3 +182,7 @@ class Marginals:
     def allocate(self, blocks: list[Block]) -> list[Allocation]:
         cliques, shares, _ = self._optimize(blocks)
         return [Allocation(c, float(s), None, 1.0) for c, s in zip(cliques, shares)]
+
+
+# Every family the planner considers, in order of preference on ties.
+FAMILIES: list[type[Family]] = [PerQuery, Marginals]

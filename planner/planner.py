@@ -20,7 +20,7 @@ from mechanisms.marginals import Clique
 from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate, query_step
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
-from planner.families import MARGINALS, PER_QUERY, Marginals, PerQuery, budget_exponent, split
+from planner.families import FAMILIES, MARGINALS, PER_QUERY, budget_exponent, split
 from planner.plan import Alternative, Plan, PlannedMeasurement
 
 MIXED = "mixed"
@@ -67,9 +67,9 @@ def plan_workload(
         raise ValueError("the budget of a plan must be positive")
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
-    families = {PER_QUERY: PerQuery(domain, noise), MARGINALS: Marginals(domain, noise)}
+    families = {cls.name: cls(domain, noise) for cls in FAMILIES}
 
-    chosen: dict[str, list[Block]] = {PER_QUERY: [], MARGINALS: []}
+    chosen: dict[str, list[Block]] = {name: [] for name in families}
     for group in _groups(blocks, domain):
         costs = {name: fam.unit_error(group) for name, fam in families.items()}
         chosen[min(costs, key=costs.get)].extend(group)
@@ -98,7 +98,9 @@ def plan_workload(
 
     rows = sum(b.num_rows(domain) * b.weight for b in blocks)
     alternatives = [
-        Alternative(name, fam.unit_error(blocks) / budget**k, rows) for name, fam in families.items()
+        Alternative(name, error / budget**k, rows)
+        for name, fam in families.items()
+        if (error := fam.unit_error(blocks)) < float("inf")
     ]
     label = parts[0][0] if len(parts) == 1 else MIXED
     if len(parts) > 1:
