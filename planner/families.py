@@ -48,6 +48,7 @@ class Allocation:
     block: Block | None
     sensitivity: float
     strategy: Matrix | None = None
+    label: str | None = None  # how EXPLAIN names the strategy (e.g. its template)
 
 
 def noise_unit_variance(noise: str, sensitivity: float) -> float:

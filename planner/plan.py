@@ -23,6 +23,7 @@ class PlannedMeasurement:
     variance: float  # exact per-entry variance of the noise it will get
     family: str
     strategy: Matrix | None = None
+    label: str | None = None
 
     def query(self, domain) -> Matrix | None:
         """The matrix applied to the clique's marginal (None: the identity)."""
@@ -40,7 +41,7 @@ class PlannedMeasurement:
         if self.block is not None:
             what = f"query {self.block.name!r}"
         elif self.strategy is not None:
-            what = f"strategy {self.strategy!r} on {_clique(self.clique)}"
+            what = f"{self.label or 'strategy'} on {_clique(self.clique)}"
         else:
             what = f"marginal {_clique(self.clique)}"
         return f"{what}: sensitivity {self.sensitivity:g}, noise std {sqrt(self.variance):.4g}"

@@ -92,7 +92,9 @@ def plan_workload(
             family_of[b.name] = name
         for alloc in families[name].allocate(bs):
             share = budget * fraction * alloc.fraction
-            planned = PlannedMeasurement(alloc.clique, alloc.block, share, alloc.sensitivity, 0.0, name, alloc.strategy)
+            planned = PlannedMeasurement(
+                alloc.clique, alloc.block, share, alloc.sensitivity, 0.0, name, alloc.strategy, alloc.label
+            )
             cal = calibrate(noise, alloc.sensitivity, share, query_step(planned.query(domain)))
             measurements.append(replace(planned, variance=cal.variance))
 
