@@ -79,7 +79,9 @@ def combined_unit_error(errors: list[float], noise: str) -> float:
 class Family(Protocol):
     """A strategy family: exact expected error at a unit budget, and the allocation achieving it.
 
-    `unit_error` returns math.inf for blocks the family cannot handle.
+    `unit_error` returns math.inf for blocks the family cannot handle. A family
+    whose measurements can serve several cliques at once sets
+    `shares_across_groups = True`; the planner then tries moving groups into it.
     """
 
     name: str
@@ -118,6 +120,7 @@ class PerQuery:
 
 class Marginals:
     name = MARGINALS
+    shares_across_groups = True  # residuals are shared by every marginal containing them
 
     def __init__(self, domain: Domain, noise: str):
         self.domain, self.noise = domain, noise

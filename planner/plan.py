@@ -11,6 +11,10 @@ from mechanisms.matrices import Matrix
 from mechanisms.measurement import GAUSSIAN, Measurement, measure
 from mechanisms.workload import Block
 
+TOTAL_SQUARED = "total"  # minimize the total weighted squared error
+MAX_ERROR = "max"  # minimize the largest normalized per-query RMSE
+OBJECTIVES = (TOTAL_SQUARED, MAX_ERROR)
+
 
 @dataclass(frozen=True)
 class PlannedMeasurement:
@@ -39,7 +43,7 @@ class PlannedMeasurement:
 
     def describe(self) -> str:
         if self.block is not None:
-            what = f"query {self.block.name!r}"
+            what = f"query {self.block.name!r} directly"
         elif self.strategy is not None:
             what = f"{self.label or 'strategy'} on {_clique(self.clique)}"
         else:
@@ -52,12 +56,22 @@ class Alternative:
     """A strategy considered for the whole workload and its expected error."""
 
     name: str
-    total_squared_error: float
-    rows: int
+    total_squared_error: float  # weighted (each block normalized by its sensitivity)
+    rows: float
 
     @property
     def rmse(self) -> float:
-        return sqrt(self.total_squared_error / max(self.rows, 1))
+        return sqrt(self.total_squared_error / max(self.rows, 1e-300))
+
+
+@dataclass
+class GroupPlan:
+    """Blocks over connected attributes, the family that won for them, and the runners-up."""
+
+    attributes: tuple[str, ...]
+    blocks: list[str]
+    family: str
+    unit_errors: dict[str, float]  # family -> expected weighted squared error at unit budget
 
 
 @dataclass
@@ -75,7 +89,10 @@ class Plan:
     expected_rmse: dict[str, float]  # block name -> RMSE per row
     alternatives: list[Alternative]
     chosen: str
+    groups: list[GroupPlan] = field(default_factory=list)
+    objective: str = TOTAL_SQUARED
     free: list[str] = field(default_factory=list)  # blocks answered from earlier measurements
+    planning_seconds: float = 0.0
 
     @property
     def cost(self) -> float:
@@ -85,30 +102,66 @@ class Plan:
         share = self.cost if share is None else share
         if self.noise == GAUSSIAN:
             eps = zcdp_to_epsilon(share, self.delta) if share > 0 else 0.0
-            return f"ρ={share:.6g} (ε={eps:.4g} at δ={self.delta:g})"
-        return f"ε={share:.6g} (pure DP)"
+            return f"ρ={share:.4g} (ε={eps:.4g} at δ={self.delta:g})"
+        return f"ε={share:.4g} (pure DP)"
 
     def explain(self) -> str:
-        """A readable plan: strategy, measurements, expected RMSE per query, alternatives."""
-        lines = [f"Plan: {self.chosen} with {self.noise} noise, total cost {self.cost_text()}"]
-        if self.measurements:
-            lines.append("  Measurements:")
-            for m in self.measurements:
-                lines.append(f"    - [{m.family}] {m.describe()}; cost {self.cost_text(m.share)}")
-        else:
-            lines.append("  No new measurement: every query is answered from earlier ones, free.")
-        lines.append("  Expected RMSE per query (per output row):")
-        for name, rmse in self.expected_rmse.items():
-            tag = "free" if name in self.free else self.family_of.get(name, "")
-            lines.append(f"    - {name}: {rmse:.4g}  [{tag}]")
+        """A readable plan tree: groups, family, measurements, expected RMSE, alternatives."""
+        objective = "total weighted squared error" if self.objective == TOTAL_SQUARED else "largest per-query RMSE"
+        lines = [
+            f"Plan: {self.chosen}, {self.noise} noise, cost {self.cost_text()}",
+            f"  objective: minimize the {objective}; planned in {self.planning_seconds * 1000:.0f} ms, "
+            f"{len(self.measurements)} measurement(s) in one scan",
+        ]
+        placed: set[int] = set()
+        for i, g in enumerate(self.groups):
+            last = i == len(self.groups) - 1
+            lines.append(f"  {'└' if last else '├'}─ group {{{', '.join(g.attributes) or 'total'}}}: {g.family}"
+                         + _runners_up(g))
+            pad = "     " if last else "  │  "
+            for j, m in enumerate(self.measurements):
+                if j in placed or m.family != g.family or not _belongs(m, g, self.groups):
+                    continue
+                placed.add(j)
+                lines.append(f"{pad}• measure {m.describe()}; cost {self.cost_text(m.share)}")
+            for name in g.blocks:
+                lines.append(f"{pad}  {name}: expected RMSE {self.expected_rmse.get(name, 0.0):.4g}")
+        for j, m in enumerate(self.measurements):
+            if j not in placed:
+                lines.append(f"  • measure {m.describe()}; cost {self.cost_text(m.share)}")
+        if self.free:
+            lines.append("  answered free from earlier measurements:")
+            for name in self.free:
+                lines.append(f"    {name}: expected RMSE {self.expected_rmse.get(name, 0.0):.4g}")
         if self.alternatives:
-            lines.append("  Alternatives (workload RMSE at the same budget):")
+            lines.append("  alternatives for the whole workload (RMSE per row, in units of each query's sensitivity):")
             best = min(a.total_squared_error for a in self.alternatives)
-            for a in self.alternatives:
+            for a in sorted(self.alternatives, key=lambda a: a.total_squared_error):
                 mark = "  <- chosen" if a.name == self.chosen else ""
                 ratio = a.total_squared_error / best if best > 0 else 1.0
-                lines.append(f"    - {a.name}: {a.rmse:.4g} ({ratio:.3g}x the best squared error){mark}")
+                lines.append(f"    {a.name}: {a.rmse:.4g} ({ratio:.3g}x the best squared error){mark}")
         return "\n".join(lines)
+
+
+def _belongs(m: PlannedMeasurement, g: GroupPlan, groups: list[GroupPlan]) -> bool:
+    """A measurement is shown under the group of its own clique, else the first that contains it."""
+    if m.clique == g.attributes:
+        return True
+    if any(other.attributes == m.clique and other.family == m.family for other in groups):
+        return False
+    return set(m.clique) <= set(g.attributes)
+
+
+def _runners_up(g: GroupPlan) -> str:
+    """How the other families compare on this group alone (squared error, as multiples)."""
+    mine = g.unit_errors.get(g.family, 0.0)
+    others = sorted((e, n) for n, e in g.unit_errors.items() if n != g.family and e < float("inf"))
+    if not others or mine <= 0:
+        return ""
+    text = ", ".join(f"{n} {e / mine:.3g}x" for e, n in others)
+    if others[0][0] < mine * (1 - 1e-9):
+        return f" (alone: {text}; joined for measurements shared with other groups)"
+    return f" (alone: {text})"
 
 
 def _clique(clique: Clique) -> str:

@@ -10,6 +10,7 @@ then computed exactly, including what earlier measurements contribute.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Iterable
 
@@ -20,32 +21,18 @@ from mechanisms.marginals import Clique
 from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate, query_step
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
-from planner.families import FAMILIES, MARGINALS, PER_QUERY, budget_exponent, split
-from planner.plan import Alternative, Plan, PlannedMeasurement
+from planner.families import FAMILIES, budget_exponent, combined_unit_error, split
+from planner.plan import MAX_ERROR, OBJECTIVES, TOTAL_SQUARED, Alternative, GroupPlan, Plan, PlannedMeasurement
 
 MIXED = "mixed"
+_MIN_MAX_ROUNDS = 12
 
 
 def _groups(blocks: list[Block], domain: Domain) -> list[list[Block]]:
-    """Connected components of blocks linked by shared attributes."""
-    parent = list(range(len(blocks)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[str, int] = {}
-    for i, b in enumerate(blocks):
-        for a in b.attributes(domain):
-            if a in owner:
-                parent[find(i)] = find(owner[a])
-            else:
-                owner[a] = i
-    groups: dict[int, list[Block]] = {}
-    for i, b in enumerate(blocks):
-        groups.setdefault(find(i), []).append(b)
+    """Blocks grouped by clique (the attribute set they read), in first-seen order."""
+    groups: dict[tuple[str, ...], list[Block]] = {}
+    for b in blocks:
+        groups.setdefault(b.attributes(domain), []).append(b)
     return list(groups.values())
 
 
@@ -55,41 +42,96 @@ def plan_workload(
     noise: str = GAUSSIAN,
     delta: float = 0.0,
     existing: Iterable[tuple[Clique, float]] = (),
+    objective: str = TOTAL_SQUARED,
 ) -> Plan:
     """Plan the blocks of `workload` under `budget` (ρ for Gaussian, ε for Laplace noise).
 
     `existing` lists (clique, cell variance) of marginals measured earlier; they
     lower the expected error of the new plan but are not re-measured.
+    `objective` is TOTAL_SQUARED (weighted sum of squared errors, each block
+    weighted by 1/sensitivity² unless the caller set other weights) or
+    MAX_ERROR (the largest normalized per-query RMSE, by reweighting).
     """
     if noise not in NOISE_KINDS:
         raise ValueError(f"unknown noise {noise!r}")
     if budget <= 0:
         raise ValueError("the budget of a plan must be positive")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}: use {' or '.join(OBJECTIVES)}")
+    started = time.perf_counter()
+    existing = list(existing)
+    if objective == TOTAL_SQUARED:
+        plan = _plan(workload, budget, noise, delta, existing)
+    else:
+        plan = _plan_min_max(workload, budget, noise, delta, existing)
+    plan.planning_seconds = time.perf_counter() - started
+    return plan
+
+
+class _Costs:
+    """Memoized unit errors of (family, set of blocks) within one planning call."""
+
+    def __init__(self, families):
+        self.families = families
+        self._cache: dict[tuple[str, tuple[int, ...]], float] = {}
+
+    def __call__(self, name: str, blocks: list[Block]) -> float:
+        key = (name, tuple(sorted(id(b) for b in blocks)))
+        if key not in self._cache:
+            self._cache[key] = self.families[name].unit_error(blocks)
+        return self._cache[key]
+
+    def pooled(self, pools: dict[str, list[Block]], noise: str) -> float:
+        """Unit error of a whole plan: each family's pool optimized jointly, budget split optimally."""
+        errors = [self(name, bs) for name, bs in pools.items() if bs]
+        return combined_unit_error(errors, noise) if errors else 0.0
+
+
+def _plan(workload: Workload, budget: float, noise: str, delta: float, existing) -> Plan:
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
     families = {cls.name: cls(domain, noise) for cls in FAMILIES}
+    cost = _Costs(families)
 
-    chosen: dict[str, list[Block]] = {name: [] for name in families}
+    # 1. Each group (a clique's blocks) takes the family that is cheapest for it alone.
+    groups: list[GroupPlan] = []
+    members: list[list[Block]] = []
     for group in _groups(blocks, domain):
-        costs = {name: fam.unit_error(group) for name, fam in families.items()}
-        chosen[min(costs, key=costs.get)].extend(group)
-    # A block that is exactly a marginal is the same measurement in both families;
-    # optimizing it with the other marginals lets least squares share residuals.
-    if chosen[MARGINALS]:
-        moved = [b for b in chosen[PER_QUERY] if b.is_marginal()]
-        chosen[PER_QUERY] = [b for b in chosen[PER_QUERY] if not b.is_marginal()]
-        chosen[MARGINALS].extend(moved)
+        costs = {name: cost(name, group) for name in families}
+        attrs = group[0].attributes(domain)
+        groups.append(GroupPlan(attrs, [b.name for b in group], min(costs, key=costs.get), costs))
+        members.append(group)
 
-    parts = [(name, bs) for name, bs in chosen.items() if bs]
-    unit_errors = [families[name].unit_error(bs) for name, bs in parts]
+    def pools() -> dict[str, list[Block]]:
+        out: dict[str, list[Block]] = {name: [] for name in families}
+        for g, bs in zip(groups, members):
+            out[g.family].extend(bs)
+        return out
+
+    # 2. Families whose measurements serve several groups at once (marginals share
+    #    residuals in least squares) may win a group that lost alone: move a group
+    #    into such a family's pool whenever that lowers the error of the whole plan.
+    current = cost.pooled(pools(), noise)
+    sharing = [name for name, fam in families.items() if getattr(fam, "shares_across_groups", False)]
+    for g in groups:
+        for name in sharing:
+            if g.family == name or g.unit_errors.get(name, float("inf")) == float("inf"):
+                continue
+            previous, g.family = g.family, name
+            trial = cost.pooled(pools(), noise)
+            if trial < current:
+                current = trial
+            else:
+                g.family = previous
+
+    parts = [(name, bs) for name, bs in pools().items() if bs]
+    unit_errors = [cost(name, bs) for name, bs in parts]
     fractions = split(unit_errors, noise) if parts else []
     k = budget_exponent(noise)
 
     measurements: list[PlannedMeasurement] = []
-    family_of: dict[str, str] = {}
+    family_of = {name: g.family for g in groups for name in g.blocks}
     for (name, bs), fraction in zip(parts, fractions):
-        for b in bs:
-            family_of[b.name] = name
         for alloc in families[name].allocate(bs):
             share = budget * fraction * alloc.fraction
             planned = PlannedMeasurement(
@@ -101,16 +143,81 @@ def plan_workload(
     rows = sum(b.num_rows(domain) * b.weight for b in blocks)
     alternatives = [
         Alternative(name, error / budget**k, rows)
-        for name, fam in families.items()
-        if (error := fam.unit_error(blocks)) < float("inf")
+        for name in families
+        if (error := cost(name, blocks)) < float("inf")
     ]
     label = parts[0][0] if len(parts) == 1 else MIXED
     if len(parts) > 1:
-        total = sum(e ** (1.0 / (k + 1)) for e in unit_errors) ** (k + 1)
-        alternatives.append(Alternative(MIXED, total / budget**k, rows))
+        alternatives.append(Alternative(MIXED, combined_unit_error(unit_errors, noise) / budget**k, rows))
 
     expected = expected_rmse(workload, measurements, existing)
-    return Plan(noise, delta, measurements, family_of, expected, alternatives, label)
+    return Plan(noise, delta, measurements, family_of, expected, alternatives, label, groups)
+
+
+def _normalized_rmse(plan: Plan, workload: Workload) -> dict[str, float]:
+    """Each block's expected RMSE in units of its sensitivity (what MAX_ERROR equalizes)."""
+    return {
+        b.name: plan.expected_rmse[b.name] / max(b.sensitivity(workload.domain, 2), 1e-300)
+        for b in workload.blocks
+        if b.terms
+    }
+
+
+def _plan_min_max(workload: Workload, budget: float, noise: str, delta: float, existing) -> Plan:
+    """Minimize the largest normalized RMSE by multiplicative reweighting of the blocks."""
+    base = {b.name: b.weight for b in workload.blocks}
+    multiplier = {b.name: 1.0 for b in workload.blocks}
+    best: Plan | None = None
+    best_value = float("inf")
+    for _ in range(_MIN_MAX_ROUNDS):
+        reweighted = Workload(
+            workload.domain, [replace(b, weight=base[b.name] * multiplier[b.name]) for b in workload.blocks]
+        )
+        plan = _plan(reweighted, budget, noise, delta, existing)
+        errors = _normalized_rmse(plan, workload)
+        if not errors:
+            return plan
+        value = max(errors.values())
+        if value < best_value:
+            best, best_value = plan, value
+        mean = float(np.mean([e**2 for e in errors.values()]))
+        for name, e in errors.items():
+            multiplier[name] *= e**2 / mean
+    best.objective = MAX_ERROR
+    return best
+
+
+def budget_for_accuracy(
+    workload: Workload,
+    max_rmse: float,
+    noise: str = GAUSSIAN,
+    delta: float = 0.0,
+    existing: Iterable[tuple[Clique, float]] = (),
+) -> tuple[float, Plan]:
+    """The smallest budget whose MAX_ERROR plan gives every block a normalized RMSE ≤ max_rmse.
+
+    Normalized RMSE is the RMSE divided by the block's L2 sensitivity: counts
+    are in persons, a SUM in units of its largest per-person value. Without
+    earlier measurements every error scales as budget^(-1/2) (Gaussian) or
+    budget^(-1) (Laplace), so one plan at a unit budget gives the answer; the
+    result is then checked and nudged up until the target holds.
+    """
+    if not max_rmse > 0:
+        raise ValueError("the accuracy target must be positive")
+    existing = list(existing)
+    unit = plan_workload(workload, 1.0, noise, delta, existing, MAX_ERROR)
+    worst = max(_normalized_rmse(unit, workload).values(), default=0.0)
+    if worst == 0:
+        return 0.0, unit
+    power = 2.0 if noise == GAUSSIAN else 1.0
+    budget = (worst / max_rmse) ** power
+    for _ in range(20):
+        plan = plan_workload(workload, budget, noise, delta, existing, MAX_ERROR)
+        achieved = max(_normalized_rmse(plan, workload).values())
+        if achieved <= max_rmse * (1 + 1e-9):
+            return budget, plan
+        budget *= (achieved / max_rmse) ** power * (1 + 1e-6)
+    raise ArithmeticError("could not reach the accuracy target")
 
 
 def expected_rmse(
