@@ -18,6 +18,7 @@ from dpsql.errors import InterfaceError, OperationalError, ProgrammingError
 from dpsql.ledger import Ledger
 from dpsql.result import Result
 from dpsql.session import BudgetStatus, Session
+from dpsql.statements import OBJECTIVE_NAMES, BeginWorkload
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN, LAPLACE
 
@@ -127,6 +128,30 @@ class Connection:
     def execute(self, sql: str, parameters: Sequence[Any] | dict | None = None) -> "Cursor":
         """Shortcut: a new cursor with `sql` executed."""
         return self.cursor().execute(sql, parameters)
+
+    def workload(
+        self,
+        queries: Sequence[str],
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        max_rmse: float | None = None,
+        objective: str | None = None,
+        weights: Sequence[float] | None = None,
+        explain: bool = False,
+    ) -> list[Result]:
+        """Plan and measure `queries` jointly (like BEGIN WORKLOAD ... END WORKLOAD).
+
+        Size it by `epsilon`/`rho`, or by `max_rmse` (the least budget giving every
+        query that RMSE, in units of its sensitivity); `objective` is "total" or "max";
+        `weights` weigh each query's errors. With `explain`, returns the plan only.
+        """
+        self._check()
+        if objective is not None and objective not in OBJECTIVE_NAMES:
+            raise ProgrammingError(f"objective must be one of {', '.join(OBJECTIVE_NAMES)}")
+        begin = BeginWorkload(explain, epsilon, delta, rho, max_rmse, objective)
+        return self.session.run_workload(list(queries), begin, weights)
 
     def commit(self) -> None:
         """Charges commit as they happen; public changes are auto-committed by DuckDB."""

@@ -24,10 +24,18 @@ from sqlglot.tokens import TokenType
 from dpsql.backend import Backend, DuckDBBackend
 from dpsql.catalog import Catalog, Table
 from dpsql.compiler import CompiledQuery, compile_tree, parse_statement
-from dpsql.errors import Error, NotSupportedError, OperationalError, ProgrammingError
+from dpsql.errors import BudgetExceededError, Error, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.ledger import Ledger
 from dpsql.result import Result, aggregate_answers, assemble
-from dpsql.statements import BeginWorkload, EndWorkload, Explain, SetOption, Sql, classify, split_statements
+from dpsql.statements import (
+    BeginWorkload,
+    EndWorkload,
+    Explain,
+    SetOption,
+    classify,
+    split_statements,
+    take_weight,
+)
 from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN, LAPLACE
 from mechanisms.noise import RandomSource
@@ -35,7 +43,8 @@ from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Workload
 from planner.families import split
 from planner.plan import Plan
-from planner.planner import plan_workload
+from planner.planner import budget_for_accuracy, plan_workload
+from planner.plan import TOTAL_SQUARED
 
 DEFAULT_QUERY_EPSILON = 0.1
 _REFUSED_KEYWORDS = {"ATTACH", "DETACH", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA", "CHECKPOINT"}
@@ -107,6 +116,8 @@ class Session:
         self.rng = RandomSource(seed)
         self.models: dict[str, LeastSquaresModel] = {}
         self.query_share = self._share(query_epsilon, query_rho, DEFAULT_QUERY_EPSILON)
+        self.objective = TOTAL_SQUARED
+        self.max_rmse: float | None = None
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
         self._protected_names = self._find_protected_names()
@@ -133,11 +144,21 @@ class Session:
             self.amount(self.ledger.total), self.amount(spent), self.amount(max(self.ledger.total - spent, 0.0))
         )
 
-    def set_option(self, name: str, value: float) -> None:
+    def set_option(self, name: str, value: float | str) -> None:
         if name == "query_epsilon":
             self.query_share = self._share(value, None)
-        else:
+        elif name == "query_rho":
             self.query_share = self._share(None, value)
+        elif name == "max_rmse":
+            self.max_rmse = float(value) or None
+        else:
+            self.objective = str(value)
+
+    def _sizing(self) -> dict[str, Any]:
+        """How a statement's new measurements are sized: the query share, or an accuracy target."""
+        if self.max_rmse is not None:
+            return {"budget": None, "objective": self.objective, "max_rmse": self.max_rmse}
+        return {"budget": self.query_share, "objective": self.objective, "max_rmse": None}
 
     # --- statements ------------------------------------------------------------------
     def execute(self, script: str, params: Sequence[Any] | dict | None = None) -> list[Result]:
@@ -224,6 +245,7 @@ class Session:
 
     def query(self, sql: str, params: Sequence[Any] | dict | None = None) -> Result:
         """One statement: a DP query on a protected table, or plain SQL on public tables."""
+        sql, weight = take_weight(sql)
         protected = self._protected_reference(sql)
         if protected is None:
             return self._public(sql, params)
@@ -237,14 +259,18 @@ class Session:
                 f"protected table {protected!r} is read-only through dpsql (the data owner "
                 f"administers it in DuckDB); only SELECT with aggregates is allowed"
             )
-        compiled = self._compile(tree, sql)
-        plan, charged = self._measure([compiled], self.query_share, sql)
+        compiled = self._compile(sql, params, weight=weight)
+        plan, charged = self._measure([compiled], sql, **self._sizing())
         return self._answer(compiled, plan, charged)
 
-    def _compile(self, tree: exp.Expression, sql: str, label: str = "") -> CompiledQuery:
-        """Compile, then evaluate the outer template once on zeros: errors there (HAVING,
-        ORDER BY, LIMIT on noisy values) must surface before anything is charged."""
+    def _compile(self, sql: str, params=None, label: str = "", weight: float = 1.0) -> CompiledQuery:
+        """Compile a DP query (its blocks' weights multiplied by `weight`), then evaluate the
+        outer template once on zeros: errors there (HAVING, ORDER BY, LIMIT on noisy values)
+        must surface before anything is charged."""
+        tree = _substitute(parse_statement(sql, self.dialect), params)
         compiled = compile_tree(tree, sql, self.catalog, label)
+        for b in compiled.blocks:
+            b.weight *= weight
         rows = compiled.table.domain.size(compiled.group_by)
         zeros = np.zeros(rows)
         assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
@@ -274,49 +300,63 @@ class Session:
             self.models[key] = LeastSquaresModel(table.domain, stored)
         return self.models[key]
 
-    def _plan(self, queries: list[CompiledQuery], budget: float) -> dict[str, tuple[Table, Plan]]:
-        """Plan the not-yet-determined blocks of each table; the budget is split across tables."""
+    def _plan(
+        self,
+        queries: list[CompiledQuery],
+        budget: float | None,
+        objective: str = TOTAL_SQUARED,
+        max_rmse: float | None = None,
+    ) -> dict[str, tuple[Table, Plan]]:
+        """Plan the not-yet-determined blocks of each table.
+
+        With a `budget`, it is split across tables optimally; with `max_rmse`
+        instead, each table gets the least budget meeting the target.
+        """
         per_table: dict[str, tuple[Table, dict[str, Any]]] = {}
-        free: dict[str, list[str]] = {}
+        free: dict[str, list[Any]] = {}
         for q in queries:
             table = q.table
             model = self.model(table)
             _, blocks = per_table.setdefault(table.name, (table, {}))
             for b in q.blocks:
                 if model.covers(b):
-                    free.setdefault(table.name, []).append(b.name)
+                    free.setdefault(table.name, []).append(b)
                 else:
                     blocks.setdefault(b.fingerprint(table.domain), b)
         needing = {name: (t, list(bs.values())) for name, (t, bs) in per_table.items() if bs}
         shares: dict[str, float] = {}
-        if needing:
-            unit = [
-                self._unit_error(t, bs) for t, bs in needing.values()
-            ]
+        if needing and max_rmse is None:
+            unit = [self._unit_error(t, bs, objective) for t, bs in needing.values()]
             for name, fraction in zip(needing, split(unit, self.noise)):
                 shares[name] = budget * fraction
         plans = {}
         for name, (table, blocks) in per_table.items():
             existing = [(m.clique, m.variance) for m in self.model(table).measurements if m.is_marginal]
-            if name in needing:
-                plan = plan_workload(Workload(table.domain, list(blocks.values())), shares[name], self.noise, self.delta, existing)
-            else:
+            workload = Workload(table.domain, list(blocks.values()))
+            if name not in needing:
                 plan = Plan(self.noise, self.delta, [], {}, {}, [], "answered from earlier measurements")
-            plan.free = free.get(name, [])
+            elif max_rmse is not None:
+                _, plan = budget_for_accuracy(workload, max_rmse, self.noise, self.delta, existing)
+            else:
+                plan = plan_workload(workload, shares[name], self.noise, self.delta, existing, objective)
+            model = self.model(table)
+            for b in free.get(name, []):
+                plan.expected_rmse[b.name] = float(np.sqrt(np.mean(model.variance(b))))
+            plan.free = [b.name for b in free.get(name, [])]
             plans[name] = (table, plan)
         return plans
 
-    def _unit_error(self, table: Table, blocks) -> float:
-        plan = plan_workload(Workload(table.domain, blocks), 1.0, self.noise, self.delta)
-        return sum(b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
+    def _unit_error(self, table: Table, blocks, objective: str) -> float:
+        plan = plan_workload(Workload(table.domain, blocks), 1.0, self.noise, self.delta, (), objective)
+        return sum(b.weight * b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
 
-    def _measure(self, queries: list[CompiledQuery], budget: float, statement: str) -> tuple[dict, float]:
+    def _measure(self, queries: list[CompiledQuery], statement: str, **sizing) -> tuple[dict, float]:
         """Plan, check the budget, measure in the database, charge, and refit. Returns plans and cost."""
-        plans = self._plan(queries, budget)
+        plans = self._plan(queries, **sizing)
         total = sum(plan.cost for _, plan in plans.values())
         if total == 0:
             return plans, 0.0
-        self.ledger.check(total)
+        self._check_affordable(total, sizing.get("max_rmse"))
         for name, (table, plan) in plans.items():
             if not plan.measurements:
                 continue
@@ -332,6 +372,14 @@ class Session:
                 model.add(m)
         return plans, total
 
+    def _check_affordable(self, cost: float, max_rmse: float | None) -> None:
+        if max_rmse is not None and cost > self.ledger.remaining() * (1 + 1e-9):
+            raise BudgetExceededError(
+                f"an RMSE of at most {max_rmse:g} for every query needs {self.amount(cost)}, but only "
+                f"{self.amount(self.ledger.remaining())} remains: impossible within the budget; nothing was charged"
+            )
+        self.ledger.check(cost)
+
     def _answer(self, compiled: CompiledQuery, plans: dict, charged: float) -> Result:
         answers = aggregate_answers(compiled, self.model(compiled.table))
         result = assemble(compiled, answers)
@@ -345,37 +393,60 @@ class Session:
         spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
         return f"{spent}; remaining {remaining}"
 
-    def run_workload(self, queries: list[str], begin: BeginWorkload) -> list[Result]:
-        """Plan and measure a batch of queries jointly; one result per query."""
+    def run_workload(
+        self, queries: list[str], begin: BeginWorkload, weights: Sequence[float] | None = None
+    ) -> list[Result]:
+        """Plan and measure a batch of queries jointly; one result per query.
+
+        `weights` (one per query) multiply the weight of each query's errors in the plan,
+        as a ``/*+ WEIGHT(w) */`` hint does.
+        """
         if not queries:
             raise ProgrammingError("the workload holds no query")
+        if weights is not None and len(weights) != len(queries):
+            raise ProgrammingError(f"{len(weights)} weights given for {len(queries)} queries")
         compiled = []
-        for i, sql in enumerate(queries, start=1):
+        for i, text in enumerate(queries, start=1):
+            sql, weight = take_weight(text)
+            if weights is not None:
+                if not weights[i - 1] > 0:
+                    raise ProgrammingError(f"query weights must be positive, got {weights[i - 1]!r}")
+                weight *= float(weights[i - 1])
             protected = self._protected_reference(sql)
             if protected is None or protected.lower() not in self.catalog.tables:
                 raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
-            compiled.append(self._compile(parse_statement(sql, self.dialect), sql, label=f"q{i}"))
-        budget = self._share(begin.epsilon, begin.rho, None) if (begin.epsilon or begin.rho) else self.query_share
+            compiled.append(self._compile(sql, label=f"q{i}", weight=weight))
+        sizing = self._sizing()
+        if begin.epsilon or begin.rho:
+            sizing.update(budget=self._share(begin.epsilon, begin.rho, None), max_rmse=None)
         if begin.delta is not None and begin.epsilon is not None and self.noise == GAUSSIAN:
-            budget = epsilon_delta_to_zcdp(begin.epsilon, begin.delta)
+            sizing["budget"] = epsilon_delta_to_zcdp(begin.epsilon, begin.delta)
+        if begin.max_rmse is not None:
+            sizing.update(budget=None, max_rmse=begin.max_rmse)
+        if begin.objective is not None:
+            sizing["objective"] = begin.objective
         if begin.explain:
-            plans = self._plan(compiled, budget)
-            return [self._explain_result(plans)]
+            return [self._explain_result(self._plan(compiled, **sizing))]
         statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
-        plans, charged = self._measure(compiled, budget, statement)
+        plans, charged = self._measure(compiled, statement, **sizing)
         results = [self._answer(q, plans, charged if i == 0 else 0.0) for i, q in enumerate(compiled)]
         return results
 
     def explain(self, sql: str) -> Result:
         """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
+        sql, weight = take_weight(sql)
         protected = self._protected_reference(sql)
         if protected is None:
             return self._public("EXPLAIN " + sql, None)
-        compiled = self._compile(parse_statement(sql, self.dialect), sql)
-        return self._explain_result(self._plan([compiled], self.query_share))
+        compiled = self._compile(sql, weight=weight)
+        return self._explain_result(self._plan([compiled], **self._sizing()))
 
     def _explain_result(self, plans: dict) -> Result:
         text = "\n".join(f"[{name}] " + plan.explain() for name, (_, plan) in plans.items())
+        cost = sum(plan.cost for _, plan in plans.values())
+        remaining = self.ledger.remaining()
+        verdict = "fits in" if cost <= remaining * (1 + 1e-9) else "EXCEEDS"
+        text += f"\nTotal cost {self.amount(cost)}; {verdict} the remaining budget {self.amount(remaining)}"
         return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
 
 

@@ -2,10 +2,16 @@
 
 Besides SQL, a script may contain:
 
-- ``BEGIN WORKLOAD [WITH (epsilon = E [, delta = D]) | WITH (rho = R)];`` ...
-  ``END WORKLOAD;`` — the queries in between are planned and measured jointly;
+- ``BEGIN WORKLOAD [WITH (option = value, ...)];`` ... ``END WORKLOAD;`` — the
+  queries in between are planned and measured jointly. Options: ``epsilon`` (with
+  ``delta`` for the conversion) or ``rho`` (the budget), ``max_rmse`` (instead of a
+  budget: the least budget giving every query that RMSE, in units of its
+  sensitivity) and ``objective`` (``total`` or ``max``);
 - ``EXPLAIN <query>`` and ``EXPLAIN BEGIN WORKLOAD ...`` — show the plan, spend nothing;
-- ``SET dpsql.query_epsilon = E`` (or ``query_rho``) — the share new queries spend.
+- ``SET dpsql.<setting> = value`` — ``query_epsilon`` / ``query_rho`` (what a new
+  query spends), ``max_rmse`` (size new queries by accuracy instead; 0 turns it
+  off) and ``objective``;
+- a hint ``/*+ WEIGHT(w) */`` in a query gives its errors weight w in the plan.
 """
 
 from __future__ import annotations
@@ -38,6 +44,12 @@ def split_statements(script: str) -> list[str]:
             end = script.find("\n", i)
             i = n if end < 0 else end
             continue
+        elif script.startswith("/*+", i):  # an optimizer hint: kept for the planner
+            end = script.find("*/", i + 3)
+            end = n if end < 0 else end + 2
+            buf.append(script[i:end])
+            i = end
+            continue
         elif script.startswith("/*", i):
             end = script.find("*/", i + 2)
             i = n if end < 0 else end + 2
@@ -61,6 +73,8 @@ class BeginWorkload:
     epsilon: float | None = None
     delta: float | None = None
     rho: float | None = None
+    max_rmse: float | None = None
+    objective: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +85,7 @@ class EndWorkload:
 @dataclass(frozen=True)
 class SetOption:
     name: str
-    value: float
+    value: float | str
 
 
 @dataclass(frozen=True)
@@ -91,7 +105,9 @@ _WITH = re.compile(r"^WITH\s*\((.*)\)\s*$", re.I | re.S)
 _END = re.compile(r"^END\s+WORKLOAD\s*$", re.I)
 _SET = re.compile(r"^SET\s+(?:SESSION\s+)?dpsql\.(\w+)\s*(?:=|TO)\s*(.+?)\s*$", re.I | re.S)
 _EXPLAIN = re.compile(r"^EXPLAIN\s+(.*)$", re.I | re.S)
-_OPTIONS = {"query_epsilon", "query_rho"}
+_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective"}
+OBJECTIVE_NAMES = ("total", "max")
+_HINT = re.compile(r"/\*\+\s*WEIGHT\s*(?:\(\s*([^)]*?)\s*\)|=\s*(\S+?))\s*\*/", re.I)
 
 
 def _number(text: str, what: str) -> float:
@@ -117,6 +133,10 @@ def classify(statement: str) -> Statement:
         name = m.group(1).lower()
         if name not in _OPTIONS:
             raise ProgrammingError(f"unknown setting dpsql.{name}; settable: {', '.join(sorted(_OPTIONS))}")
+        if name == "objective":
+            return SetOption(name, _objective(m.group(2)))
+        if name == "max_rmse" and m.group(2).strip().strip("'").lower() in ("0", "off", "none"):
+            return SetOption(name, 0.0)
         return SetOption(name, _number(m.group(2), f"dpsql.{name}"))
     m = _EXPLAIN.match(text)
     if m and not re.match(r"^(ANALYZE|ANALYSE)\b", m.group(1), re.I):
@@ -131,12 +151,35 @@ def _begin(explain: bool, rest: str) -> BeginWorkload:
     if not m:
         raise ProgrammingError("expected BEGIN WORKLOAD [WITH (epsilon = E, delta = D) | WITH (rho = R)]")
     options: dict[str, float] = {}
+    objective = None
     for part in filter(None, (p.strip() for p in m.group(1).split(","))):
         key, _, value = part.partition("=")
         key = key.strip().lower()
-        if key not in ("epsilon", "delta", "rho") or not value:
-            raise ProgrammingError(f"unknown workload option {part!r}: use epsilon, delta or rho")
+        if key == "objective" and value:
+            objective = _objective(value)
+            continue
+        if key not in ("epsilon", "delta", "rho", "max_rmse") or not value:
+            raise ProgrammingError(
+                f"unknown workload option {part!r}: use epsilon, delta, rho, max_rmse or objective"
+            )
         options[key] = _number(value, key)
-    if "rho" in options and "epsilon" in options:
-        raise ProgrammingError("give a workload either epsilon (and delta) or rho, not both")
-    return BeginWorkload(explain, options.get("epsilon"), options.get("delta"), options.get("rho"))
+    if sum(k in options for k in ("rho", "epsilon", "max_rmse")) > 1:
+        raise ProgrammingError("give a workload one of epsilon (with delta), rho or max_rmse")
+    return BeginWorkload(
+        explain, options.get("epsilon"), options.get("delta"), options.get("rho"), options.get("max_rmse"), objective
+    )
+
+
+def _objective(text: str) -> str:
+    value = text.strip().strip("'").lower()
+    if value not in OBJECTIVE_NAMES:
+        raise ProgrammingError(f"objective must be one of {', '.join(OBJECTIVE_NAMES)}, got {text.strip()!r}")
+    return value
+
+
+def take_weight(sql: str) -> tuple[str, float]:
+    """Remove a ``/*+ WEIGHT(w) */`` hint from a query; returns the query and w (default 1)."""
+    weight = 1.0
+    for m in _HINT.finditer(sql):
+        weight = _number(m.group(1) or m.group(2), "WEIGHT")
+    return _HINT.sub(" ", sql).strip(), weight

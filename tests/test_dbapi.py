@@ -235,3 +235,34 @@ def test_errors_in_the_outer_query_never_charge(conn, sql):
     with pytest.raises(dpsql.Error):
         conn.cursor().execute(sql)
     assert conn.budget.spent.rho == 0
+
+
+def test_accuracy_first_workload(conn):
+    queries = ["SELECT sex, COUNT(*) FROM people GROUP BY sex", "SELECT COUNT(*) FROM people WHERE age < 18"]
+    (plan,) = conn.workload(queries, max_rmse=40.0, explain=True)
+    assert "fits in" in plan.plan and conn.budget.spent.rho == 0
+    results = conn.workload(queries, max_rmse=40.0)
+    spent = conn.budget.spent.rho
+    assert 0 < spent < conn.budget.total.rho
+    for r in results:
+        assert all(e[-1] <= 40.0 * (1 + 1e-6) for e in r.stderr)
+    with pytest.raises(dpsql.BudgetExceededError, match="impossible"):
+        conn.cursor().execute("BEGIN WORKLOAD WITH (max_rmse = 0.5); SELECT race, COUNT(*) FROM people GROUP BY race; END WORKLOAD")
+    assert conn.budget.spent.rho == spent
+
+
+def test_accuracy_target_for_single_queries(conn):
+    cur = conn.cursor()
+    cur.execute("SET dpsql.max_rmse = 25")
+    cur.execute("SELECT region, COUNT(*) FROM people GROUP BY region")
+    assert max(e[1] for e in cur.result.stderr) <= 25 * (1 + 1e-6)
+    assert max(e[1] for e in cur.result.stderr) >= 24  # no more budget than needed
+
+
+def test_weights_shift_accuracy(conn):
+    queries = ["SELECT sex, COUNT(*) FROM people GROUP BY sex", "SELECT race, COUNT(*) FROM people GROUP BY race"]
+    even = conn.workload(queries, epsilon=0.2, explain=True)[0].plan
+    hinted = conn.workload(["SELECT /*+ WEIGHT(100) */ sex, COUNT(*) FROM people GROUP BY sex", queries[1]],
+                           epsilon=0.2, explain=True)[0].plan
+    weighted = conn.workload(queries, epsilon=0.2, weights=[100, 1], explain=True)[0].plan
+    assert hinted == weighted != even

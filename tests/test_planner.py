@@ -1,0 +1,108 @@
+"""The planner: family choice, budget splits, objectives, accuracy targets, EXPLAIN."""
+
+import numpy as np
+import pytest
+
+from dpsql.catalog import Catalog
+from dpsql.compiler import compile_query
+from dpsql.demo_data import PEOPLE_CATALOG_TOML
+from mechanisms.workload import Workload
+from planner.families import PER_QUERY, PerQuery, split
+from planner.plan import MAX_ERROR, TOTAL_SQUARED
+from planner.planner import budget_for_accuracy, expected_rmse, plan_workload
+
+CATALOG = Catalog.from_toml(PEOPLE_CATALOG_TOML)
+TABLE = CATALOG.get("people")
+
+
+def workload(*queries):
+    blocks = [b for i, q in enumerate(queries) for b in compile_query(q, CATALOG, label=f"q{i}").blocks]
+    return Workload(TABLE.domain, blocks)
+
+
+def test_closed_form_split_minimizes_total_error():
+    errors = [1.0, 4.0, 9.0]
+    for noise, k in (("gaussian", 1), ("laplace", 2)):
+        best = split(errors, noise)
+        total = lambda f: sum(e / x**k for e, x in zip(errors, f))
+        rng = np.random.default_rng(0)
+        for _ in range(200):
+            other = rng.dirichlet(np.ones(3))
+            assert total(best) <= total(other) + 1e-12
+
+
+def test_single_range_goes_per_query_and_marginals_win_for_group_by():
+    plan = plan_workload(workload("SELECT COUNT(*) FROM people WHERE age BETWEEN 30 AND 39"), 0.01)
+    assert plan.chosen == PER_QUERY and len(plan.measurements) == 1
+    dash = workload(
+        "SELECT sex, COUNT(*) FROM people GROUP BY sex",
+        "SELECT race, COUNT(*) FROM people GROUP BY race",
+        "SELECT sex, race, COUNT(*) FROM people GROUP BY sex, race",
+        "SELECT COUNT(*) FROM people",
+    )
+    plan = plan_workload(dash, 0.01)
+    assert {m.clique for m in plan.measurements} >= {("sex", "race")}
+    chosen = next(a for a in plan.alternatives if a.name == plan.chosen)
+    assert all(chosen.total_squared_error <= a.total_squared_error * (1 + 1e-9) for a in plan.alternatives)
+
+
+def test_costs_and_errors_scale_with_the_budget():
+    w = workload("SELECT education, COUNT(*) FROM people GROUP BY education", "SELECT COUNT(*) FROM people WHERE age < 18")
+    small, large = plan_workload(w, 0.01), plan_workload(w, 0.04)
+    assert small.cost == pytest.approx(0.01) and large.cost == pytest.approx(0.04)
+    for name in small.expected_rmse:
+        assert large.expected_rmse[name] == pytest.approx(small.expected_rmse[name] / 2, rel=1e-3)
+    pure = plan_workload(w, 1.0, "laplace")
+    assert pure.cost == pytest.approx(1.0)
+
+
+def test_existing_measurements_lower_expected_error():
+    w = workload("SELECT sex, education, COUNT(*) FROM people GROUP BY sex, education")
+    alone = plan_workload(w, 0.01)
+    helped = plan_workload(w, 0.01, existing=[(("sex", "education"), 100.0)])
+    name = w.blocks[0].name
+    assert helped.expected_rmse[name] < alone.expected_rmse[name]
+
+
+def _worst(plan, w):
+    return max(plan.expected_rmse[b.name] / b.sensitivity(TABLE.domain, 2) for b in w.blocks)
+
+
+def test_max_objective_lowers_the_worst_error():
+    w = workload(
+        "SELECT age, COUNT(*) FROM people GROUP BY age",
+        "SELECT COUNT(*) FROM people WHERE age BETWEEN 20 AND 60",
+        "SELECT sex, race, COUNT(*) FROM people GROUP BY sex, race",
+        "SELECT region, SUM(income) FROM people GROUP BY region",
+    )
+    total = plan_workload(w, 0.01, objective=TOTAL_SQUARED)
+    minmax = plan_workload(w, 0.01, objective=MAX_ERROR)
+    assert minmax.objective == MAX_ERROR
+    assert _worst(minmax, w) < _worst(total, w)
+
+
+def test_budget_for_accuracy_is_the_least_that_meets_the_target():
+    w = workload("SELECT race, COUNT(*) FROM people GROUP BY race", "SELECT COUNT(*) FROM people WHERE age >= 65")
+    for noise in ("gaussian", "laplace"):
+        budget, plan = budget_for_accuracy(w, 30.0, noise)
+        assert plan.cost == pytest.approx(budget)
+        assert _worst(plan, w) <= 30.0 * (1 + 1e-9)
+        tighter = plan_workload(w, budget * 0.98, noise, objective=MAX_ERROR)
+        assert _worst(tighter, w) > 30.0
+
+
+def test_expected_rmse_of_per_query_plan_is_direct_noise():
+    w = workload("SELECT COUNT(*) FROM people WHERE age < 18")
+    fam = PerQuery(TABLE.domain, "gaussian")
+    allocs = fam.allocate(w.blocks)
+    plan = plan_workload(w, 0.02)
+    assert expected_rmse(w, plan.measurements)[w.blocks[0].name] == pytest.approx(np.sqrt(1 / (2 * 0.02)), rel=1e-6)
+    assert len(allocs) == 1
+
+
+def test_explain_is_a_tree_with_groups_measurements_and_alternatives():
+    w = workload("SELECT sex, COUNT(*) FROM people GROUP BY sex", "SELECT COUNT(*) FROM people WHERE age < 18")
+    text = plan_workload(w, 0.01, delta=1e-9).explain()
+    assert "group {sex}" in text and "group {age}" in text
+    assert "measure" in text and "expected RMSE" in text and "alternatives" in text
+    assert "ρ=" in text and "ε=" in text
