@@ -18,11 +18,13 @@ def _demo(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     import dpsql
 
-    with dpsql.connect(args.database, catalog=args.catalog, state=":memory:", epsilon=1.0) as conn:
+    with dpsql.connect(args.database, catalog=args.catalog, state=":memory:", epsilon=args.epsilon) as conn:
         cur = conn.cursor()
         cur.execute(args.sql if args.sql.strip().upper().startswith("EXPLAIN") else "EXPLAIN " + args.sql)
         for (line,) in cur.fetchall():
             print(line)
+        if args.chart:
+            print(f"chart written to {conn.session.chart(args.sql, args.chart)}")
     return 0
 
 
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     explain.add_argument("database", help="DuckDB database file")
     explain.add_argument("--catalog", required=True, help="catalog TOML file")
     explain.add_argument("sql", help="query or BEGIN WORKLOAD ... END WORKLOAD script")
+    explain.add_argument("--epsilon", type=float, default=1.0, help="budget to plan against (default 1)")
+    explain.add_argument("--chart", metavar="PNG", help="also draw expected error vs budget to this file")
     explain.set_defaults(run=_explain)
     args = parser.parse_args(argv)
     try:

@@ -43,6 +43,7 @@ from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Workload
 from planner.families import split
 from planner.plan import Plan
+from planner.chart import draw_chart, error_curves
 from planner.planner import budget_for_accuracy, plan_workload
 from planner.plan import TOTAL_SQUARED
 
@@ -300,6 +301,23 @@ class Session:
             self.models[key] = LeastSquaresModel(table.domain, stored)
         return self.models[key]
 
+    def _uncovered(self, queries: list[CompiledQuery]) -> dict[str, tuple[Table, list, list]]:
+        """Per table: (table, blocks that need measurements, blocks answered free)."""
+        out: dict[str, tuple[Table, dict[str, Any], list]] = {}
+        for q in queries:
+            table = q.table
+            model = self.model(table)
+            _, needed, free = out.setdefault(table.name, (table, {}, []))
+            for b in q.blocks:
+                if model.covers(b):
+                    free.append(b)
+                else:
+                    needed.setdefault(b.fingerprint(table.domain), b)
+        return {name: (t, list(needed.values()), free) for name, (t, needed, free) in out.items()}
+
+    def _existing(self, table: Table) -> list[tuple[tuple[str, ...], float]]:
+        return [(m.clique, m.variance) for m in self.model(table).measurements if m.is_marginal]
+
     def _plan(
         self,
         queries: list[CompiledQuery],
@@ -312,37 +330,26 @@ class Session:
         With a `budget`, it is split across tables optimally; with `max_rmse`
         instead, each table gets the least budget meeting the target.
         """
-        per_table: dict[str, tuple[Table, dict[str, Any]]] = {}
-        free: dict[str, list[Any]] = {}
-        for q in queries:
-            table = q.table
-            model = self.model(table)
-            _, blocks = per_table.setdefault(table.name, (table, {}))
-            for b in q.blocks:
-                if model.covers(b):
-                    free.setdefault(table.name, []).append(b)
-                else:
-                    blocks.setdefault(b.fingerprint(table.domain), b)
-        needing = {name: (t, list(bs.values())) for name, (t, bs) in per_table.items() if bs}
+        pending = self._uncovered(queries)
+        needing = {name: (t, bs) for name, (t, bs, _) in pending.items() if bs}
         shares: dict[str, float] = {}
         if needing and max_rmse is None:
             unit = [self._unit_error(t, bs, objective) for t, bs in needing.values()]
             for name, fraction in zip(needing, split(unit, self.noise)):
                 shares[name] = budget * fraction
         plans = {}
-        for name, (table, blocks) in per_table.items():
-            existing = [(m.clique, m.variance) for m in self.model(table).measurements if m.is_marginal]
-            workload = Workload(table.domain, list(blocks.values()))
-            if name not in needing:
+        for name, (table, blocks, free) in pending.items():
+            workload = Workload(table.domain, blocks)
+            if not blocks:
                 plan = Plan(self.noise, self.delta, [], {}, {}, [], "answered from earlier measurements")
             elif max_rmse is not None:
-                _, plan = budget_for_accuracy(workload, max_rmse, self.noise, self.delta, existing)
+                _, plan = budget_for_accuracy(workload, max_rmse, self.noise, self.delta, self._existing(table))
             else:
-                plan = plan_workload(workload, shares[name], self.noise, self.delta, existing, objective)
+                plan = plan_workload(workload, shares[name], self.noise, self.delta, self._existing(table), objective)
             model = self.model(table)
-            for b in free.get(name, []):
+            for b in free:
                 plan.expected_rmse[b.name] = float(np.sqrt(np.mean(model.variance(b))))
-            plan.free = [b.name for b in free.get(name, [])]
+            plan.free = [b.name for b in free]
             plans[name] = (table, plan)
         return plans
 
@@ -393,6 +400,18 @@ class Session:
         spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
         return f"{spent}; remaining {remaining}"
 
+    def _workload_sizing(self, begin: BeginWorkload) -> dict[str, Any]:
+        sizing = self._sizing()
+        if begin.epsilon or begin.rho:
+            sizing.update(budget=self._share(begin.epsilon, begin.rho, None), max_rmse=None)
+        if begin.delta is not None and begin.epsilon is not None and self.noise == GAUSSIAN:
+            sizing["budget"] = epsilon_delta_to_zcdp(begin.epsilon, begin.delta)
+        if begin.max_rmse is not None:
+            sizing.update(budget=None, max_rmse=begin.max_rmse)
+        if begin.objective is not None:
+            sizing["objective"] = begin.objective
+        return sizing
+
     def run_workload(
         self, queries: list[str], begin: BeginWorkload, weights: Sequence[float] | None = None
     ) -> list[Result]:
@@ -416,15 +435,7 @@ class Session:
             if protected is None or protected.lower() not in self.catalog.tables:
                 raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
             compiled.append(self._compile(sql, label=f"q{i}", weight=weight))
-        sizing = self._sizing()
-        if begin.epsilon or begin.rho:
-            sizing.update(budget=self._share(begin.epsilon, begin.rho, None), max_rmse=None)
-        if begin.delta is not None and begin.epsilon is not None and self.noise == GAUSSIAN:
-            sizing["budget"] = epsilon_delta_to_zcdp(begin.epsilon, begin.delta)
-        if begin.max_rmse is not None:
-            sizing.update(budget=None, max_rmse=begin.max_rmse)
-        if begin.objective is not None:
-            sizing["objective"] = begin.objective
+        sizing = self._workload_sizing(begin)
         if begin.explain:
             return [self._explain_result(self._plan(compiled, **sizing))]
         statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
@@ -440,6 +451,25 @@ class Session:
             return self._public("EXPLAIN " + sql, None)
         compiled = self._compile(sql, weight=weight)
         return self._explain_result(self._plan([compiled], **self._sizing()))
+
+    def chart(self, script: str, path: str) -> str:
+        """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""
+        statements = [classify(t) for t in split_statements(script)]
+        sizing = self._sizing()
+        if statements and isinstance(statements[0], BeginWorkload):
+            sizing = self._workload_sizing(statements[0])
+        queries = [take_weight(st.sql) for st in statements if not isinstance(st, (BeginWorkload, EndWorkload))]
+        compiled = [self._compile(sql, label=f"q{i}", weight=w) for i, (sql, w) in enumerate(queries, start=1)]
+        plans = self._plan(compiled, **sizing)
+        pending = self._uncovered(compiled)
+        for name, (table, plan) in plans.items():
+            blocks = pending[name][1]
+            if blocks:
+                curves = error_curves(Workload(table.domain, blocks), plan.cost, self.noise, self.delta,
+                                      self._existing(table), sizing["objective"])
+                unit = "ρ" if self.noise == GAUSSIAN else "ε"
+                return str(draw_chart(curves, plan.cost, unit, path))
+        raise ProgrammingError("nothing to chart: every query is answered from earlier measurements")
 
     def _explain_result(self, plans: dict) -> Result:
         text = "\n".join(f"[{name}] " + plan.explain() for name, (_, plan) in plans.items())

@@ -106,3 +106,18 @@ def test_explain_is_a_tree_with_groups_measurements_and_alternatives():
     assert "group {sex}" in text and "group {age}" in text
     assert "measure" in text and "expected RMSE" in text and "alternatives" in text
     assert "ρ=" in text and "ε=" in text
+
+
+def test_error_budget_chart(tmp_path):
+    from planner.chart import draw_chart, error_curves
+
+    w = workload("SELECT age, COUNT(*) FROM people GROUP BY age", "SELECT COUNT(*) FROM people WHERE age < 30")
+    curves = error_curves(w, 0.01, "gaussian", 1e-9, points=5)
+    assert set(curves) >= {"planner", "per-query", "marginals"}
+    planner = [r for _, r in curves["planner"]]
+    assert planner == sorted(planner, reverse=True)  # more budget, less error
+    for name, points in curves.items():  # the planner is never worse than a single family
+        for (b, r), (_, p) in zip(points, curves["planner"]):
+            assert p <= r * (1 + 1e-6)
+    path = draw_chart(curves, 0.01, "ρ", tmp_path / "chart.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

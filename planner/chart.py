@@ -1,0 +1,80 @@
+"""Error-versus-budget curves of a plan and its runners-up, drawn as a PNG.
+
+Each curve re-plans the same workload at a range of budgets (planning is
+data-free and spends nothing), so curves bend where earlier measurements
+already carry part of the accuracy instead of assuming a power law.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from mechanisms.marginals import Clique
+from mechanisms.workload import Workload
+from planner.families import FAMILIES
+from planner.plan import TOTAL_SQUARED
+from planner.planner import plan_workload
+
+
+def error_curves(
+    workload: Workload,
+    budget: float,
+    noise: str,
+    delta: float,
+    existing: Iterable[tuple[Clique, float]] = (),
+    objective: str = TOTAL_SQUARED,
+    points: int = 13,
+) -> dict[str, list[tuple[float, float]]]:
+    """{strategy: [(budget, workload RMSE)]} for the planner's choice and each single family.
+
+    The workload RMSE is the root of the weighted mean squared error per row (each
+    query in units of its sensitivity), the quantity the planner minimizes.
+    """
+    existing = list(existing)
+    budgets = budget * np.logspace(-1, 1, points)
+    curves: dict[str, list[tuple[float, float]]] = {"planner": []}
+    for b in budgets:
+        plan = plan_workload(workload, float(b), noise, delta, existing, objective)
+        rows = sum(x.weight * x.num_rows(workload.domain) for x in workload.blocks if x.terms)
+        total = sum(
+            x.weight * x.num_rows(workload.domain) * plan.expected_rmse[x.name] ** 2
+            for x in workload.blocks
+            if x.terms
+        )
+        curves["planner"].append((float(b), float(np.sqrt(total / max(rows, 1e-300)))))
+        for alt in plan.alternatives:
+            if alt.name in {cls.name for cls in FAMILIES}:
+                curves.setdefault(alt.name, []).append((float(b), alt.rmse))
+    return curves
+
+
+def draw_chart(curves: dict[str, list[tuple[float, float]]], budget: float, unit: str, path: str | Path) -> Path:
+    """Draw the curves (log-log) with the plan's budget marked; needs matplotlib (`pip install dpsql[chart]`)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:  # optional dependency
+        raise RuntimeError("charts need matplotlib: pip install 'dpsql[chart]'") from e
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, points in curves.items():
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker="o" if name == "planner" else None, linewidth=2.5 if name == "planner" else 1.2,
+                label=name)
+    ax.axvline(budget, color="grey", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"budget ({unit})")
+    ax.set_ylabel("expected RMSE per row (units of sensitivity)")
+    ax.set_title("Expected error vs budget")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    path = Path(path)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
