@@ -262,7 +262,7 @@ def test_accuracy_target_for_single_queries(conn):
 def test_weights_shift_accuracy(conn):
     queries = ["SELECT sex, COUNT(*) FROM people GROUP BY sex", "SELECT race, COUNT(*) FROM people GROUP BY race"]
     def measurements(results):
-        return [line for line in results[0].plan.splitlines() if "measure" in line]
+        return [line for line in results[0].plan.splitlines() if "• measure" in line]
 
     even = measurements(conn.workload(queries, epsilon=0.2, explain=True))
     hinted = measurements(conn.workload(
