@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from benchmarks.simulate import exact, plan_squared_errors
 from dpsql.backend import DuckDBBackend
 from dpsql.catalog import Catalog
 from dpsql.compiler import compile_query
@@ -26,8 +27,6 @@ from dpsql.demo import DASHBOARD
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN
-from mechanisms.noise import RandomSource
-from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Workload
 from planner.planner import plan_workload
 
@@ -46,27 +45,14 @@ def simulate(rows: int, draws: int, epsilon: float, delta: float) -> tuple[str, 
             blocks.setdefault(b.fingerprint(table.domain), b)
     workload = Workload(table.domain, list(blocks.values()))
     plan = plan_workload(workload, epsilon_delta_to_zcdp(epsilon, delta), GAUSSIAN, delta)
-    cliques = {m.clique for m in plan.measurements} | {b.attributes(table.domain) for b in workload.blocks}
-    counts = DuckDBBackend(con).marginals(table, list(cliques))
-    truth = {
-        b.name: np.asarray(b.matrix(table.domain).matvec(counts[b.attributes(table.domain)].astype(float)))
-        for b in workload.blocks
-    }
-    squared = {b.name: 0.0 for b in workload.blocks}
+    truth = exact(table, workload, DuckDBBackend(con), {m.clique for m in plan.measurements})
     started = time.perf_counter()
-    for draw in range(draws):
-        rng = RandomSource(seed=draw)
-        model = LeastSquaresModel(table.domain)
-        for pm in plan.measurements:
-            model.add(pm.release(counts[pm.clique], table.domain, GAUSSIAN, rng))
-        for b in workload.blocks:
-            est, _ = model.answer(b)
-            squared[b.name] += float(np.mean((est - truth[b.name]) ** 2))
+    squared = plan_squared_errors(plan, workload, truth, draws, GAUSSIAN)
     seconds = time.perf_counter() - started
     records = []
     for b in workload.blocks:
         expected = plan.expected_rmse[b.name]
-        empirical = (squared[b.name] / draws) ** 0.5
+        empirical = squared[b.name] ** 0.5
         records.append({"block": b.name, "rows": b.num_rows(table.domain), "expected_rmse": expected,
                         "empirical_rmse": empirical, "ratio": empirical / expected})
     return plan.chosen, records, seconds

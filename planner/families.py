@@ -100,17 +100,17 @@ class PerQuery:
     def sensitivity(self, block: Block) -> float:
         return block.sensitivity(self.domain, 2 if self.noise == GAUSSIAN else 1)
 
-    def _costs(self, blocks: list[Block]) -> list[float]:
+    def costs(self, blocks: list[Block]) -> list[float]:
         return [
             b.weight * b.num_rows(self.domain) * noise_unit_variance(self.noise, self.sensitivity(b))
             for b in blocks
         ]
 
     def unit_error(self, blocks: list[Block]) -> float:
-        return combined_unit_error(self._costs(blocks), self.noise)
+        return combined_unit_error(self.costs(blocks), self.noise)
 
     def allocate(self, blocks: list[Block]) -> list[Allocation]:
-        fractions = split(self._costs(blocks), self.noise)
+        fractions = split(self.costs(blocks), self.noise)
         return [
             Allocation(b.attributes(self.domain), f, None if b.is_marginal() else b, self.sensitivity(b))
             for b, f in zip(blocks, fractions)

@@ -43,6 +43,7 @@ def plan_workload(
     delta: float = 0.0,
     existing: Iterable[tuple[Clique, float]] = (),
     objective: str = TOTAL_SQUARED,
+    families: Iterable[str] | None = None,
 ) -> Plan:
     """Plan the blocks of `workload` under `budget` (ρ for Gaussian, ε for Laplace noise).
 
@@ -51,6 +52,7 @@ def plan_workload(
     `objective` is TOTAL_SQUARED (weighted sum of squared errors, each block
     weighted by 1/sensitivity² unless the caller set other weights) or
     MAX_ERROR (the largest normalized per-query RMSE, by reweighting).
+    `families` restricts the strategy families considered (default: all).
     """
     if noise not in NOISE_KINDS:
         raise ValueError(f"unknown noise {noise!r}")
@@ -60,10 +62,13 @@ def plan_workload(
         raise ValueError(f"unknown objective {objective!r}: use {' or '.join(OBJECTIVES)}")
     started = time.perf_counter()
     existing = list(existing)
+    allowed = [cls for cls in FAMILIES if families is None or cls.name in set(families)]
+    if not allowed:
+        raise ValueError(f"no strategy family among {families}")
     if objective == TOTAL_SQUARED:
-        plan = _plan(workload, budget, noise, delta, existing)
+        plan = _plan(workload, budget, noise, delta, existing, allowed)
     else:
-        plan = _plan_min_max(workload, budget, noise, delta, existing)
+        plan = _plan_min_max(workload, budget, noise, delta, existing, allowed)
     plan.planning_seconds = time.perf_counter() - started
     return plan
 
@@ -87,10 +92,10 @@ class _Costs:
         return combined_unit_error(errors, noise) if errors else 0.0
 
 
-def _plan(workload: Workload, budget: float, noise: str, delta: float, existing) -> Plan:
+def _plan(workload: Workload, budget: float, noise: str, delta: float, existing, allowed) -> Plan:
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
-    families = {cls.name: cls(domain, noise) for cls in FAMILIES}
+    families = {cls.name: cls(domain, noise) for cls in allowed}
     cost = _Costs(families)
 
     # 1. Each group (a clique's blocks) takes the family that is cheapest for it alone.
@@ -163,7 +168,7 @@ def _normalized_rmse(plan: Plan, workload: Workload) -> dict[str, float]:
     }
 
 
-def _plan_min_max(workload: Workload, budget: float, noise: str, delta: float, existing) -> Plan:
+def _plan_min_max(workload: Workload, budget: float, noise: str, delta: float, existing, allowed) -> Plan:
     """Minimize the largest normalized RMSE by multiplicative reweighting of the blocks."""
     base = {b.name: b.weight for b in workload.blocks}
     multiplier = {b.name: 1.0 for b in workload.blocks}
@@ -173,7 +178,7 @@ def _plan_min_max(workload: Workload, budget: float, noise: str, delta: float, e
         reweighted = Workload(
             workload.domain, [replace(b, weight=base[b.name] * multiplier[b.name]) for b in workload.blocks]
         )
-        plan = _plan(reweighted, budget, noise, delta, existing)
+        plan = _plan(reweighted, budget, noise, delta, existing, allowed)
         errors = _normalized_rmse(plan, workload)
         if not errors:
             return plan
