@@ -1,4 +1,4 @@
-"""The budget ledger: a durable record of every charge, and of what it released.
+"""The budget ledger: a durable, append-only, tamper-evident record of every charge.
 
 State lives in a DuckDB database of its own (beside the data file by default).
 A charge and the noisy measurements it paid for are written in one
@@ -6,14 +6,25 @@ transaction, before any answer derived from them is returned, so a crash can
 lose a released-nothing charge but never release anything uncharged. Stored
 measurements are noisy (already private), so later sessions answer from them
 for free.
+
+Many processes may share one state file: every operation holds an exclusive
+lock on ``<state>.lock`` and opens the database only while holding it, so the
+check-and-append of a charge is atomic across processes. Each ledger row
+carries a SHA-256 hash chained to the previous row (the first to the budget
+declaration) and covering the measurements it paid for; `verify` recomputes
+the chain, so any edit, deletion or reordering is detected.
 """
 
 from __future__ import annotations
 
+import fcntl
 import getpass
+import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Iterator
 
 import duckdb
 import numpy as np
@@ -27,12 +38,14 @@ _SLACK = 1e-9
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS dpsql_budget (
-        noise VARCHAR NOT NULL, total DOUBLE NOT NULL, delta DOUBLE NOT NULL, created TIMESTAMP NOT NULL)""",
+        noise VARCHAR NOT NULL, total DOUBLE NOT NULL, delta DOUBLE NOT NULL, created TIMESTAMP NOT NULL,
+        hash VARCHAR NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS dpsql_ledger (
         seq BIGINT PRIMARY KEY, charged_at TIMESTAMP NOT NULL, who VARCHAR NOT NULL, table_name VARCHAR,
-        statement VARCHAR NOT NULL, cost DOUBLE NOT NULL, detail VARCHAR)""",
+        statement VARCHAR NOT NULL, cost DOUBLE NOT NULL, detail VARCHAR, prev_hash VARCHAR NOT NULL,
+        hash VARCHAR NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS dpsql_measurements (
-        seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, signature VARCHAR NOT NULL,
+        seq BIGINT NOT NULL, position INTEGER NOT NULL, table_name VARCHAR NOT NULL, signature VARCHAR NOT NULL,
         clique VARCHAR NOT NULL, query_key VARCHAR, strategy VARCHAR, noise VARCHAR NOT NULL,
         cost DOUBLE NOT NULL, variance DOUBLE NOT NULL, vals DOUBLE[] NOT NULL)""",
 ]
@@ -49,6 +62,16 @@ class Charge:
     detail: str | None
 
 
+def _digest(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, default=str, separators=(",", ":")).encode()).hexdigest()
+
+
+def _measurement_row_digest(row: tuple) -> str:
+    """Digest of one stored measurement row (everything but its seq)."""
+    *fields, vals = row
+    return _digest(*fields, np.asarray(vals, dtype=np.float64).tobytes().hex())
+
+
 class Ledger:
     """Total budget, charges and stored measurements of one state database.
 
@@ -58,21 +81,21 @@ class Ledger:
 
     def __init__(self, path: str, noise: str, total: float | None, delta: float, who: str | None = None):
         self.path = path
-        try:
-            self.con = duckdb.connect(path)
-        except duckdb.Error as e:
-            raise OperationalError(f"cannot open the ledger state database {path!r}: {e}") from None
-        for stmt in _SCHEMA:
-            self.con.execute(stmt)
         self.who = who or _user()
-        row = self.con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchone()
-        if row is None:
-            if total is None:
-                raise ProgrammingError("a new ledger needs a total budget: pass epsilon (and delta) or rho")
-            self.con.execute(
-                "INSERT INTO dpsql_budget VALUES (?, ?, ?, ?)", [noise, total, delta, _now()]
-            )
-            row = (noise, total, delta)
+        self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
+        with self._open() as con:
+            for stmt in _SCHEMA:
+                con.execute(stmt)
+            row = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchone()
+            if row is None:
+                if total is None:
+                    raise ProgrammingError("a new ledger needs a total budget: pass epsilon (and delta) or rho")
+                created = _now()
+                con.execute(
+                    "INSERT INTO dpsql_budget VALUES (?, ?, ?, ?, ?)",
+                    [noise, total, delta, created, _digest(noise, total, delta, created)],
+                )
+                row = (noise, total, delta)
         stored_noise, stored_total, stored_delta = row
         if stored_noise != noise or (total is not None and not np.isclose(stored_total, total)) or (
             stored_noise == "gaussian" and not np.isclose(stored_delta, delta)
@@ -84,22 +107,51 @@ class Ledger:
             )
         self.noise, self.total, self.delta = stored_noise, float(stored_total), float(stored_delta)
 
+    @contextmanager
+    def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The state database, held exclusively (across processes) for the block's duration."""
+        if self._memory is not None:
+            yield self._memory
+            return
+        try:
+            lock = open(self.path + ".lock", "a+")
+        except OSError as e:
+            raise OperationalError(f"cannot open the ledger lock {self.path + '.lock'!r}: {e}") from None
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                con = duckdb.connect(self.path)
+            except duckdb.Error as e:
+                raise OperationalError(f"cannot open the ledger state database {self.path!r}: {e}") from None
+            try:
+                yield con
+            finally:
+                con.close()
+
     # --- budget ---------------------------------------------------------------------
+    @staticmethod
+    def _spent(con) -> float:
+        return float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger").fetchone()[0])
+
     def spent(self) -> float:
-        return float(self.con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger").fetchone()[0])
+        with self._open() as con:
+            return self._spent(con)
 
     def remaining(self) -> float:
         return max(self.total - self.spent(), 0.0)
 
-    def check(self, cost: float) -> None:
-        """Raise BudgetExceededError if `cost` does not fit in what remains."""
-        remaining = self.remaining()
+    def _refuse_if_over(self, cost: float, spent: float) -> None:
+        remaining = max(self.total - spent, 0.0)
         if cost > remaining + _SLACK * self.total:
             unit = "ρ" if self.noise == "gaussian" else "ε"
             raise BudgetExceededError(
                 f"this statement needs {unit}={cost:.6g} but only {unit}={remaining:.6g} of "
                 f"{unit}={self.total:.6g} remains; nothing was charged"
             )
+
+    def check(self, cost: float) -> None:
+        """Raise BudgetExceededError if `cost` does not fit in what remains."""
+        self._refuse_if_over(cost, self.spent())
 
     def charge(
         self,
@@ -110,36 +162,40 @@ class Ledger:
         measurements: list[Measurement],
         detail: str | None = None,
     ) -> Charge:
-        """Record a charge and the measurements it pays for, atomically; refuse overspending."""
-        try:
-            self.con.execute("BEGIN TRANSACTION")
-            self.check(cost)
-            seq = int(self.con.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM dpsql_ledger").fetchone()[0])
-            at = _now()
-            self.con.execute(
-                "INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [seq, at, self.who, table, statement, cost, detail],
-            )
-            for m in measurements:
-                self.con.execute(
-                    "INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [seq, table, signature, json.dumps(list(m.clique)), m.key,
+        """Append a charge and the measurements it pays for, atomically; refuse overspending."""
+        with self._open() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                self._refuse_if_over(cost, self._spent(con))
+                last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
+                seq = 1 if last is None else int(last[0]) + 1
+                prev = last[1] if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]
+                rows = [
+                    (i, table, signature, json.dumps(list(m.clique)), m.key,
                      None if m.strategy is None else json.dumps(to_spec(m.strategy)), m.noise, m.cost,
-                     m.variance, [float(v) for v in m.values]],
-                )
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
+                     m.variance, [float(v) for v in m.values])
+                    for i, m in enumerate(measurements)
+                ]
+                at = _now()
+                entry = (seq, at, self.who, table, statement, cost, detail)
+                digest = _digest(prev, *entry, [_measurement_row_digest(r) for r in rows])
+                con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
+                for r in rows:
+                    con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
         return Charge(seq, at, self.who, table, statement, cost, detail)
 
     def measurements(self, table: str, signature: str) -> list[Measurement]:
         """Measurements stored for a table under the same catalog declaration."""
-        rows = self.con.execute(
-            "SELECT clique, query_key, strategy, noise, cost, variance, vals FROM dpsql_measurements "
-            "WHERE table_name = ? AND signature = ? ORDER BY seq",
-            [table, signature],
-        ).fetchall()
+        with self._open() as con:
+            rows = con.execute(
+                "SELECT clique, query_key, strategy, noise, cost, variance, vals FROM dpsql_measurements "
+                "WHERE table_name = ? AND signature = ? ORDER BY seq, position",
+                [table, signature],
+            ).fetchall()
         return [
             Measurement(
                 tuple(json.loads(c)), noise, cost, var, np.asarray(vals, dtype=float), key,
@@ -149,16 +205,55 @@ class Ledger:
         ]
 
     def charges(self) -> list[Charge]:
-        rows = self.con.execute(
-            "SELECT seq, charged_at, who, table_name, statement, cost, detail FROM dpsql_ledger ORDER BY seq"
-        ).fetchall()
+        with self._open() as con:
+            rows = con.execute(
+                "SELECT seq, charged_at, who, table_name, statement, cost, detail FROM dpsql_ledger ORDER BY seq"
+            ).fetchall()
         return [Charge(*r) for r in rows]
 
+    def verify(self) -> list[str]:
+        """Recompute the hash chain and the budget; returns the problems found (empty: intact)."""
+        problems = []
+        with self._open() as con:
+            budget = con.execute("SELECT noise, total, delta, created, hash FROM dpsql_budget").fetchall()
+            if len(budget) != 1:
+                return [f"expected one budget declaration, found {len(budget)}"]
+            noise, total, delta, created, prev = budget[0]
+            if _digest(noise, total, delta, created) != prev:
+                problems.append("the budget declaration was altered")
+            ledger = con.execute(
+                "SELECT seq, charged_at, who, table_name, statement, cost, detail, prev_hash, hash "
+                "FROM dpsql_ledger ORDER BY seq"
+            ).fetchall()
+            measured: dict[int, list[str]] = {}
+            for row in con.execute(
+                "SELECT seq, position, table_name, signature, clique, query_key, strategy, noise, cost, variance, "
+                "vals FROM dpsql_measurements ORDER BY seq, position"
+            ).fetchall():
+                measured.setdefault(row[0], []).append(_measurement_row_digest(row[1:]))
+        spent = 0.0
+        for expected_seq, (seq, at, who, table, statement, cost, detail, prev_hash, digest) in enumerate(ledger, 1):
+            if seq != expected_seq:
+                problems.append(f"charge {expected_seq} is missing (found {seq})")
+            if prev_hash != prev:
+                problems.append(f"charge {seq} does not follow the previous one (chain broken)")
+            if _digest(prev_hash, seq, at, who, table, statement, cost, detail, measured.pop(seq, [])) != digest:
+                problems.append(f"charge {seq} or its measurements were altered")
+            prev = digest
+            spent += cost
+        for seq in measured:
+            problems.append(f"measurements stored for charge {seq}, which is not in the ledger")
+        if spent > total * (1 + _SLACK):
+            problems.append(f"charges add up to {spent:g}, over the total budget {total:g}")
+        return problems
+
     def close(self) -> None:
-        self.con.close()
+        if self._memory is not None:
+            self._memory.close()
 
 
 def _now() -> datetime:
+    """UTC, without tzinfo (DuckDB TIMESTAMP); microseconds kept for the hash chain."""
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
