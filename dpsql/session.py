@@ -32,6 +32,7 @@ from dpsql.statements import (
     EndWorkload,
     Explain,
     SetOption,
+    Sql,
     classify,
     split_statements,
     take_weight,
@@ -164,15 +165,32 @@ class Session:
     # --- statements ------------------------------------------------------------------
     def execute(self, script: str, params: Sequence[Any] | dict | None = None) -> list[Result]:
         """Run a script; returns one result per statement that produces one."""
-        statements = split_statements(script)
+        statements = [classify(text) for text in split_statements(script)]
         if not statements:
             raise ProgrammingError("empty statement")
         if params and len(statements) > 1:
             raise ProgrammingError("parameters can only be bound to a single statement")
+        if len(statements) > 1:
+            self._validate(statements)
         results: list[Result] = []
-        for text in statements:
-            results.extend(self._statement(classify(text), params))
+        try:
+            for st in statements:
+                results.extend(self._statement(st, params))
+        except Error as e:  # what earlier statements released (and paid for) stays available
+            e.partial_results = results
+            raise
         return results
+
+    def _validate(self, statements: list) -> None:
+        """Compile every DP statement of a script (and guard public ones) before running any,
+        so that a bad statement late in a script cannot follow charged ones."""
+        for st in statements:
+            if isinstance(st, (Explain, Sql)):
+                sql, weight = take_weight(st.sql)
+                if self._protected_reference(sql) is None:
+                    self._guard_public(sql, _parse_or_none(sql, self.dialect))
+                else:
+                    self._prepare(sql, None, weight)
 
     def _statement(self, st, params) -> list[Result]:
         if isinstance(st, BeginWorkload):
@@ -247,10 +265,16 @@ class Session:
     def query(self, sql: str, params: Sequence[Any] | dict | None = None) -> Result:
         """One statement: a DP query on a protected table, or plain SQL on public tables."""
         sql, weight = take_weight(sql)
-        protected = self._protected_reference(sql)
-        if protected is None:
+        if self._protected_reference(sql) is None:
             return self._public(sql, params)
-        tree = _substitute(parse_statement(sql, self.dialect), params)
+        compiled = self._prepare(sql, params, weight)
+        plan, charged = self._measure([compiled], sql, **self._sizing())
+        return self._answer(compiled, plan, charged)
+
+    def _prepare(self, sql: str, params, weight: float, label: str = "") -> CompiledQuery:
+        """A statement that mentions a protected table, compiled as a DP query (or refused)."""
+        protected = self._protected_reference(sql)
+        tree = parse_statement(sql, self.dialect)
         if protected.lower() not in self.catalog.tables:
             raise NotSupportedError(
                 f"{protected!r} is a view over a protected table; query the protected table directly"
@@ -260,9 +284,7 @@ class Session:
                 f"protected table {protected!r} is read-only through dpsql (the data owner "
                 f"administers it in DuckDB); only SELECT with aggregates is allowed"
             )
-        compiled = self._compile(sql, params, weight=weight)
-        plan, charged = self._measure([compiled], sql, **self._sizing())
-        return self._answer(compiled, plan, charged)
+        return self._compile(sql, params, label, weight)
 
     def _compile(self, sql: str, params=None, label: str = "", weight: float = 1.0) -> CompiledQuery:
         """Compile a DP query (its blocks' weights multiplied by `weight`), then evaluate the
@@ -278,11 +300,7 @@ class Session:
         return compiled
 
     def _public(self, sql: str, params) -> Result:
-        try:
-            tree = sqlglot.parse_one(sql, read=self.dialect)
-        except Exception:
-            tree = None
-        self._guard_public(sql, tree)
+        self._guard_public(sql, _parse_or_none(sql, self.dialect))
         try:
             cursor = self.con.execute(sql, params or None)
             description = cursor.description
@@ -478,6 +496,13 @@ class Session:
         verdict = "fits in" if cost <= remaining * (1 + 1e-9) else "EXCEEDS"
         text += f"\nTotal cost {self.amount(cost)}; {verdict} the remaining budget {self.amount(remaining)}"
         return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
+
+
+def _parse_or_none(sql: str, dialect: str) -> exp.Expression | None:
+    try:
+        return sqlglot.parse_one(sql, read=dialect)
+    except Exception:  # DuckDB may accept what sqlglot cannot parse
+        return None
 
 
 def _duckdb_error(e: Exception) -> Error:

@@ -36,6 +36,9 @@ NOISE_KINDS = (GAUSSIAN, LAPLACE)
 # Sensitivities computed in floating point are inflated by this relative margin
 # before calibration, so rounding can only add noise, never remove it.
 _SENSITIVITY_MARGIN = 1e-9
+# Variances below this (noise so small it underflows) are reported as this, so
+# that least squares can still weigh the measurement (by a huge precision).
+_VARIANCE_FLOOR = 1e-200
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,16 @@ def calibrate(kind: str, sensitivity: float, share: float, granularity: Fraction
     units = sensitivity * (1.0 + _SENSITIVITY_MARGIN) / float(granularity)
     g2 = float(granularity) ** 2
     if kind == GAUSSIAN:
-        sigma2 = to_fraction_upper(units**2 / (2.0 * share))
-        return Calibration(kind, sigma2, granularity, g2 * discrete_gaussian_variance(sigma2))
-    if kind == LAPLACE:
+        scale = to_fraction_upper(units**2 / (2.0 * share))
+        variance = discrete_gaussian_variance(scale)
+    elif kind == LAPLACE:
         scale = to_fraction_upper(units / share)
-        return Calibration(kind, scale, granularity, g2 * discrete_laplace_variance(scale))
-    raise ValueError(f"unknown noise kind {kind!r}")
+        variance = discrete_laplace_variance(scale)
+    else:
+        raise ValueError(f"unknown noise kind {kind!r}")
+    if sensitivity == 0:
+        return Calibration(kind, scale, granularity, 0.0)
+    return Calibration(kind, scale, granularity, max(g2 * variance, _VARIANCE_FLOOR))
 
 
 @dataclass
