@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mechanisms.accounting import zcdp_to_epsilon
-from mechanisms.measurement import calibrate, measure
+from mechanisms.measurement import calibrate
 from mechanisms.noise import RandomSource, discrete_gaussian_vector, discrete_laplace_vector
 from mechanisms.reconstruction import LeastSquaresModel
 from tests.privacy_audit import audit
@@ -21,22 +21,13 @@ TRIALS = 100_000
 DELTA = 1e-5
 
 
-def gaussian_mechanism(rho, weaken=1.0):
-    cal = calibrate("gaussian", 1.0, rho)
+def counting_mechanism(kind, share, weaken=1.0):
+    """A count released with the calibrated noise, its scale divided by `weaken` to break it."""
+    cal = calibrate(kind, 1.0, share)
+    sampler = discrete_gaussian_vector if kind == "gaussian" else discrete_laplace_vector
 
     def run(neighbour, seed):
-        noise = discrete_gaussian_vector(cal.scale / Fraction(weaken), TRIALS, RandomSource(seed))
-        return 1000 + neighbour + noise
-
-    return run
-
-
-def laplace_mechanism(epsilon, weaken=1.0):
-    cal = calibrate("laplace", 1.0, epsilon)
-
-    def run(neighbour, seed):
-        noise = discrete_laplace_vector(cal.scale / Fraction(weaken), TRIALS, RandomSource(seed))
-        return 1000 + neighbour + noise
+        return 1000 + neighbour + sampler(cal.scale / Fraction(weaken), TRIALS, RandomSource(seed))
 
     return run
 
@@ -44,14 +35,14 @@ def laplace_mechanism(epsilon, weaken=1.0):
 def test_gaussian_mechanism_audit():
     rho = 0.125
     claimed = zcdp_to_epsilon(rho, DELTA)
-    assert audit(gaussian_mechanism(rho), DELTA) < claimed
-    assert audit(gaussian_mechanism(rho, weaken=16), DELTA) > claimed  # power check
+    assert audit(counting_mechanism("gaussian", rho), DELTA) < claimed
+    assert audit(counting_mechanism("gaussian", rho, weaken=16), DELTA) > claimed  # power check
 
 
 def test_laplace_mechanism_audit():
     epsilon = 1.0
-    assert audit(laplace_mechanism(epsilon), 0.0) < epsilon
-    assert audit(laplace_mechanism(epsilon, weaken=4), 0.0) > epsilon  # power check
+    assert audit(counting_mechanism("laplace", epsilon), 0.0) < epsilon
+    assert audit(counting_mechanism("laplace", epsilon, weaken=4), 0.0) > epsilon  # power check
 
 
 @pytest.mark.slow
