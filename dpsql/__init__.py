@@ -19,6 +19,7 @@ from dpsql.errors import (
     ProgrammingError,
     Warning,
 )
+from dpsql.extension import register
 from dpsql.result import Result
 
 apilevel = "2.0"
@@ -31,5 +32,5 @@ __all__ = [
     "connect", "Connection", "Cursor", "Result", "Catalog", "integer", "numeric", "categorical",
     "Warning", "Error", "InterfaceError", "DatabaseError", "DataError", "OperationalError",
     "IntegrityError", "InternalError", "ProgrammingError", "NotSupportedError",
-    "CatalogError", "BudgetExceededError", "apilevel", "threadsafety", "paramstyle",
+    "CatalogError", "BudgetExceededError", "apilevel", "threadsafety", "paramstyle", "register",
 ]

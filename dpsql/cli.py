@@ -1,4 +1,4 @@
-"""The `dpsql` command line: `dpsql demo`, `dpsql explain`."""
+"""The `dpsql` command line: `dpsql demo`, `dpsql shell`, `dpsql explain`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from dpsql.errors import Error
+from dpsql.formatting import MODES
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -13,6 +14,13 @@ def _demo(args: argparse.Namespace) -> int:
 
     run_demo(rows=args.rows, epsilon=args.epsilon, workload_epsilon=args.workload_epsilon, seed=args.seed)
     return 0
+
+
+def _shell(args: argparse.Namespace) -> int:
+    from dpsql.shell import main as shell_main
+
+    return shell_main(args.database, catalog=args.catalog, epsilon=args.epsilon, delta=args.delta,
+                      query_epsilon=args.query_epsilon, state=args.state, mode=args.mode, command=args.sql)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -37,6 +45,18 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--workload-epsilon", type=float, default=0.5, help="ε spent by the dashboard")
     demo.add_argument("--seed", type=int, default=None, help="noise seed (reproducible runs; testing only)")
     demo.set_defaults(run=_demo)
+    shell = sub.add_parser("shell", help="interactive SQL shell (no DATABASE: the demo database)",
+                           description="Interactive SQL shell with DP answers, error bars and the budget in view. "
+                                       "Reads statements from standard input when it is not a terminal.")
+    shell.add_argument("database", nargs="?", help="DuckDB database file (default: the generated demo database)")
+    shell.add_argument("--catalog", help="catalog TOML file declaring the protected tables")
+    shell.add_argument("--epsilon", type=float, help="total budget ε of a new ledger (default 1)")
+    shell.add_argument("--delta", type=float, help="δ of the budget (default 1e-9; 0 for pure ε-DP)")
+    shell.add_argument("--query-epsilon", type=float, help="ε each new query spends (default 0.1)")
+    shell.add_argument("--state", help="budget ledger database (default: <DATABASE>.dpsql-state)")
+    shell.add_argument("--mode", choices=MODES, default="table", help="output format (default table)")
+    shell.add_argument("-c", dest="sql", metavar="SQL", help="run SQL (or a meta command) and exit")
+    shell.set_defaults(run=_shell)
     explain = sub.add_parser("explain", help="show the plan for a query (reads no data, spends nothing)")
     explain.add_argument("database", help="DuckDB database file")
     explain.add_argument("--catalog", required=True, help="catalog TOML file")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import duckdb
 import numpy as np
@@ -50,7 +50,7 @@ from planner.plan import TOTAL_SQUARED
 
 DEFAULT_QUERY_EPSILON = 0.1
 _REFUSED_KEYWORDS = {"ATTACH", "DETACH", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA", "CHECKPOINT"}
-_REFUSED_FUNCTIONS = {"query", "query_table", "read_duckdb", "sqlite_scan", "postgres_scan"}
+_ALLOWED_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,8 @@ class Session:
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
         self._protected_names = self._find_protected_names()
+        # Called right before a statement charges; raising there cancels it with nothing spent.
+        self.before_charge: Callable[[], None] | None = None
 
     # --- budget ------------------------------------------------------------------
     def _share(self, epsilon: float | None, rho: float | None, default: float | None = None) -> float:
@@ -256,11 +258,26 @@ class Session:
         first = text.split(None, 1)[0].upper() if text.split() else ""
         if first in _REFUSED_KEYWORDS:
             raise NotSupportedError(f"{first} is not allowed in a session with protected tables")
-        if tree is not None:
-            for fn in tree.find_all(exp.Anonymous, exp.Func):
-                name = (fn.name if isinstance(fn, exp.Anonymous) else fn.sql_name()).lower()
-                if name in _REFUSED_FUNCTIONS:
-                    raise NotSupportedError(f"the table function {name}() is not allowed in a session with protected tables")
+        if tree is None:
+            raise NotSupportedError(
+                "this statement could not be checked (it does not parse); in a session with protected "
+                "tables only statements that parse can run"
+            )
+        if isinstance(tree, exp.Copy):
+            raise NotSupportedError("COPY is not allowed in a session with protected tables")
+        for table in tree.find_all(exp.Table):
+            source = table.this
+            if isinstance(source, exp.Func):  # table functions can read files and other tables by name
+                name = (source.name if isinstance(source, exp.Anonymous) else source.sql_name()).lower()
+                if name not in _ALLOWED_TABLE_FUNCTIONS:
+                    raise NotSupportedError(
+                        f"the table function {name}() is not allowed in a session with protected tables"
+                    )
+            elif isinstance(source, exp.Identifier) and source.quoted and re.search(r"[./\\]", source.name):
+                raise NotSupportedError("reading files by name is not allowed in a session with protected tables")
+        for fn in tree.find_all(exp.Anonymous):
+            if fn.name.lower() in ("query", "query_table"):
+                raise NotSupportedError(f"{fn.name}() is not allowed in a session with protected tables")
 
     def query(self, sql: str, params: Sequence[Any] | dict | None = None) -> Result:
         """One statement: a DP query on a protected table, or plain SQL on public tables."""
@@ -382,6 +399,7 @@ class Session:
         if total == 0:
             return plans, 0.0
         self._check_affordable(total, sizing.get("max_rmse"))
+        released = []
         for name, (table, plan) in plans.items():
             if not plan.measurements:
                 continue
@@ -389,6 +407,10 @@ class Session:
             measurements = [
                 pm.release(counts[pm.clique], table.domain, self.noise, self.rng) for pm in plan.measurements
             ]
+            released.append((table, plan, measurements))
+        if self.before_charge is not None:
+            self.before_charge()  # the last point a statement can be cancelled: nothing charged yet
+        for table, plan, measurements in released:
             self.ledger.charge(
                 plan.cost, statement, table.name, table.signature(), measurements, detail=plan.chosen
             )
