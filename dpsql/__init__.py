@@ -3,6 +3,14 @@
 `dpsql.connect(...)` returns a PEP 249 connection; see `dpsql.dbapi`.
 """
 
+import os
+
+# The planner's optimizers do many small matrix products, which multi-threaded BLAS
+# slows down badly on busy machines (20x measured on 2 loaded cores). Unless the user
+# chose otherwise, BLAS runs single-threaded; this only works if NumPy is not yet loaded.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 from dpsql.catalog import Catalog, categorical, integer, numeric
 from dpsql.dbapi import Connection, Cursor, connect
 from dpsql.errors import (

@@ -205,13 +205,20 @@ class Column:
         return self.values.index(literal)
 
     # --- SQL ----------------------------------------------------------------
-    def bin_sql(self) -> str:
-        """SQL computing this column's bin index (0-based) for a row of the protected table."""
-        col = quote_identifier(self.name)
+    def bin_sql(self, source: str | None = None) -> str:
+        """SQL computing this column's bin index (0-based) for a row of the protected table.
+
+        `source` is the SQL of the column's value (default: the column itself), so a
+        backend can bin a value it grouped by first. Values are clamped before FLOOR and
+        numeric ones divided in DOUBLE, so no value (huge, infinite, NaN) can overflow or
+        bin differently in an engine the SQL is transpiled to (Spark's FLOOR is BIGINT).
+        """
+        col = source or quote_identifier(self.name)
         if self.kind == INTEGER:
-            expr = f"LEAST(GREATEST(FLOOR({col}), {self.low}), {self.high}) - {self.low}"
+            expr = f"FLOOR(LEAST(GREATEST({col}, {self.low}), {self.high})) - {self.low}"
         elif self.kind == NUMERIC:
-            expr = f"LEAST(GREATEST(FLOOR(({col} - {self.low}) / {self.width}), 0), {self.bins - 1})"
+            scaled = f"(CAST({col} AS DOUBLE) - {self.low}) / {self.width}"
+            expr = f"FLOOR(LEAST(GREATEST({scaled}, 0), {self.bins - 1}))"
         else:
             fallback = str(self.values.index(self.other)) if self.other is not None else "NULL"
             cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
@@ -221,16 +228,15 @@ class Column:
         return f"CAST({expr} AS INTEGER)"
 
     def fits_sql(self) -> str | None:
-        """SQL condition a row must meet to belong to the protected table, if any."""
-        col = quote_identifier(self.name)
-        conditions = []
+        """SQL condition a row must meet to belong to the protected table, if any.
+
+        A categorical without `other` fits exactly when its bin is not NULL; that simple
+        CASE is evaluated once per distinct value on dictionary-compressed storage,
+        where `IN (...)` is planned as a join and compares every row.
+        """
         if self.kind == CATEGORICAL and self.other is None:
-            values = ", ".join(quote_string(v) for v in self.values)
-            conditions.append(f"{col} IN ({values})")
-        if self.nullable:
-            return f"({col} IS NULL OR {conditions[0]})" if conditions else None
-        conditions.insert(0, f"{col} IS NOT NULL")
-        return " AND ".join(conditions)
+            return f"{self.bin_sql()} IS NOT NULL"
+        return None if self.nullable else f"{quote_identifier(self.name)} IS NOT NULL"
 
 
 def _apply(op: str, left: np.ndarray, right: float) -> np.ndarray:

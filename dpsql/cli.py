@@ -20,7 +20,8 @@ def _shell(args: argparse.Namespace) -> int:
     from dpsql.shell import main as shell_main
 
     return shell_main(args.database, catalog=args.catalog, epsilon=args.epsilon, delta=args.delta,
-                      query_epsilon=args.query_epsilon, state=args.state, mode=args.mode, command=args.sql)
+                      query_epsilon=args.query_epsilon, state=args.state, mode=args.mode, command=args.sql,
+                      spark=args.spark)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     shell.add_argument("--delta", type=float, help="δ of the budget (default 1e-9; 0 for pure ε-DP)")
     shell.add_argument("--query-epsilon", type=float, help="ε each new query spends (default 0.1)")
     shell.add_argument("--state", help="budget ledger database (default: <DATABASE>.dpsql-state)")
+    shell.add_argument("--spark", metavar="MASTER", help="measure protected tables in Spark "
+                       "(a master URL such as spark://host:7077 or yarn; 'default': the configured one)")
     shell.add_argument("--mode", choices=MODES, default="table", help="output format (default table)")
     shell.add_argument("-c", dest="sql", metavar="SQL", help="run SQL (or a meta command) and exit")
     shell.set_defaults(run=_shell)

@@ -13,8 +13,9 @@ from typing import Any, Iterable, Sequence
 
 import duckdb
 
+from dpsql.backend import Backend, make_backend
 from dpsql.catalog import Catalog
-from dpsql.errors import InterfaceError, OperationalError, ProgrammingError
+from dpsql.errors import Error, InterfaceError, OperationalError, ProgrammingError
 from dpsql.ledger import Ledger
 from dpsql.result import Result
 from dpsql.session import BudgetStatus, Session
@@ -49,6 +50,8 @@ def connect(
     read_only: bool = False,
     user: str | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
+    backend: str | Backend = "duckdb",
+    spark: Any = None,
 ) -> "Connection":
     """Open a DP connection.
 
@@ -60,6 +63,10 @@ def connect(
     needs new measurements spends. The ledger lives in ``state`` (default:
     ``<database>.dpsql-state`` beside a file database, in memory otherwise).
     ``seed`` makes the noise reproducible: for tests only.
+    ``backend="spark"`` measures protected tables in Spark (``spark``: a
+    SparkSession or a master URL; default: the configured one) instead of in
+    the DuckDB database, which still holds the ledger and public tables; any
+    object with a ``marginals`` method (a ``dpsql.backend.Backend``) may be given.
     """
     if rho is not None and epsilon is not None:
         raise ProgrammingError("give either epsilon (with delta) or rho, not both")
@@ -77,6 +84,7 @@ def connect(
     else:
         total = None
     catalog = Catalog.load(catalog)
+    measurer = make_backend(backend, spark)
     try:
         data = con or duckdb.connect(database, read_only=read_only)
     except duckdb.Error as e:
@@ -84,7 +92,8 @@ def connect(
     state_path = _state_path(database, state)
     ledger = _open_ledger(state_path, noise, total, delta, user)
     session = Session(
-        data, catalog, ledger, query_epsilon=query_epsilon, query_rho=query_rho, seed=seed, dialect=dialect
+        data, catalog, ledger, query_epsilon=query_epsilon, query_rho=query_rho, seed=seed, dialect=dialect,
+        backend=measurer,
     )
     return Connection(session, owns_connection=con is None)
 
@@ -217,6 +226,9 @@ class Cursor:
             raise ProgrammingError("the operation must be a SQL string")
         try:
             results = self.connection.session.execute(operation, parameters)
+        except Error as e:  # results of earlier statements of a script stay fetchable
+            self._results, self._index, self._pos = getattr(e, "partial_results", []), 0, 0
+            raise
         except duckdb.Error as e:
             raise OperationalError(str(e).splitlines()[0]) from None
         self._results, self._index, self._pos = results, 0, 0

@@ -256,7 +256,8 @@ class Shell:
 
 
 def open_connection(database: str | None, catalog: str | None, epsilon: float | None, delta: float | None,
-                    query_epsilon: float | None, state: str | None) -> tuple[Connection, str]:
+                    query_epsilon: float | None, state: str | None,
+                    spark: str | None = None) -> tuple[Connection, str]:
     """Connect to `database` (default: the demo database); returns the connection and a label."""
     if database is None:
         database, demo_catalog = demo_database(DEMO_ROWS)
@@ -266,17 +267,18 @@ def open_connection(database: str | None, catalog: str | None, epsilon: float | 
         if database != ":memory:" and not Path(database).exists():
             raise ProgrammingError(f"database file {database!r} does not exist")
         label = database
+    measure = {} if spark is None else {"backend": "spark", "spark": None if spark == "default" else spark}
     conn = dpsql.connect(database, catalog=catalog, epsilon=epsilon, delta=delta,
-                         query_epsilon=query_epsilon, state=state)
+                         query_epsilon=query_epsilon, state=state, **measure)
     return conn, label
 
 
 def main(database: str | None = None, *, catalog: str | None = None, epsilon: float | None = None,
          delta: float | None = None, query_epsilon: float | None = None, state: str | None = None,
-         mode: str = "table", command: str | None = None) -> int:
+         mode: str = "table", command: str | None = None, spark: str | None = None) -> int:
     """Run the shell: interactive on a terminal, else `command` or standard input. Returns the exit status."""
     try:
-        conn, label = open_connection(database, catalog, epsilon, delta, query_epsilon, state)
+        conn, label = open_connection(database, catalog, epsilon, delta, query_epsilon, state, spark)
     except Error as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
