@@ -12,12 +12,16 @@ tensor axis, which is how workloads over large domains stay cheap.
 
 from __future__ import annotations
 
-from functools import reduce
+import importlib
+from functools import cached_property, reduce
 from math import prod
 
 import numpy as np
 
 from mechanisms.arrays import xp
+
+# Largest number of entries the default `Matrix.pinv` densifies.
+PINV_DENSE_LIMIT = 1 << 24
 
 
 class Matrix:
@@ -72,6 +76,23 @@ class Matrix:
         """Largest column Lp norm: the Lp sensitivity under add/remove one cell count."""
         return float(self.column_norms(p).max()) ** (1.0 / p)
 
+    def pinv(self) -> "Matrix":
+        """The Moore–Penrose pseudo-inverse A⁺ (shape transposed), itself a Matrix.
+
+        Contract (least squares in `mechanisms.clique_lsq` relies on it): the
+        result P satisfies APA = A, PAP = P with AP and PA symmetric, and offers
+        `matvec`/`rmatvec`/`transpose`; then A⁺y is the least-squares solution,
+        A⁺A the projector onto the row space, and (AᵀA)⁺ = A⁺A⁺ᵀ. Structured
+        subclasses override it with an implicit form (⊗ of pinvs for Kronecker,
+        1/w for Weighted, ...); this default densifies, which is refused beyond
+        `PINV_DENSE_LIMIT` entries.
+        """
+        if self.shape[0] * self.shape[1] > PINV_DENSE_LIMIT:
+            raise NotImplementedError(
+                f"{type(self).__name__}{self.shape} has no structured pinv and is too large to densify"
+            )
+        return Dense(xp().linalg.pinv(self.dense()))
+
     def __mul__(self, c: float) -> "Matrix":
         return Weighted(self, float(c))
 
@@ -117,6 +138,9 @@ class Identity(Matrix):
     def column_norms(self, p: int):
         return xp().ones(self.shape[1])
 
+    def pinv(self) -> Matrix:
+        return self
+
 
 class Diagonal(Matrix):
     """diag(values): a GROUP BY factor restricted by a predicate, or weighted by SUM values."""
@@ -140,6 +164,10 @@ class Diagonal(Matrix):
     def column_norms(self, p: int):
         return xp().abs(self.values) ** p
 
+    def pinv(self) -> Matrix:
+        v = self.values
+        return Diagonal(xp().where(v != 0, 1.0 / xp().where(v != 0, v, 1.0), 0.0))
+
 
 class Ones(Matrix):
     """The m x n all-ones matrix; `Total(n)` is its single-row case."""
@@ -158,6 +186,10 @@ class Ones(Matrix):
 
     def column_norms(self, p: int):
         return xp().full(self.shape[1], float(self.shape[0]))
+
+    def pinv(self) -> Matrix:
+        m, n = self.shape
+        return Weighted(Ones(n, m), 1.0 / (m * n))
 
 
 def Total(n: int) -> Ones:
@@ -204,12 +236,17 @@ class AllRange(Matrix):
     def __init__(self, n: int):
         self.n = n
         self.shape = (n * (n + 1) // 2, n)
-        self._i, self._j = np.triu_indices(n)
+
+    @cached_property
+    def _pairs(self):
+        """Row indices (i, j) of every range; built on first use (n(n+1) integers)."""
+        return np.triu_indices(self.n)
 
     def _matmat(self, x):
         m = xp()
         s = m.concatenate([m.zeros((1, x.shape[1])), m.cumsum(x, axis=0)])
-        return s[m.asarray(self._j) + 1] - s[m.asarray(self._i)]
+        i, j = self._pairs
+        return s[m.asarray(j) + 1] - s[m.asarray(i)]
 
     def transpose(self) -> Matrix:
         return _AllRangeT(self)
@@ -235,7 +272,7 @@ class _AllRangeT(Matrix):
         n = self.base.n
         # cell c receives every range (i, j) with i <= c <= j: difference arrays.
         diff = m.zeros((n + 1, y.shape[1]))
-        i, j = m.asarray(self.base._i), m.asarray(self.base._j)
+        i, j = (m.asarray(a) for a in self.base._pairs)
         if m is np:
             np.add.at(diff, i, y)
             np.add.at(diff, j + 1, -y)
@@ -268,6 +305,11 @@ class Weighted(Matrix):
 
     def column_norms(self, p: int):
         return abs(self.weight) ** p * self.base.column_norms(p)
+
+    def pinv(self) -> Matrix:
+        if self.weight == 0.0:
+            return Weighted(self.base.transpose(), 0.0)
+        return Weighted(self.base.pinv(), 1.0 / self.weight)
 
 
 class Product(Matrix):
@@ -394,6 +436,9 @@ class Kronecker(Matrix):
     def sensitivity(self, p: int) -> float:
         return float(prod(f.sensitivity(p) for f in self.factors))
 
+    def pinv(self) -> Matrix:
+        return Kronecker([f.pinv() for f in self.factors])
+
 
 def _as_weighted_kronecker(m: Matrix) -> tuple[float, list[Matrix]] | None:
     """(c, factors) when m is c * Kronecker(factors) or a Kronecker product."""
@@ -411,8 +456,15 @@ _SIMPLE = {"Identity": Identity, "Prefix": Prefix, "AllRange": AllRange}
 
 
 def to_spec(m: Matrix) -> dict:
-    """A JSON-able description of an implicit matrix (inverse: `from_spec`)."""
+    """A JSON-able description of an implicit matrix (inverse: `from_spec`).
+
+    Structured matrices defined in other `mechanisms` modules (range trees,
+    wavelets, residual strategies) describe themselves with `spec()` and are
+    rebuilt by their class's `from_spec`.
+    """
     name = type(m).__name__
+    if hasattr(m, "spec") and type(m).__module__.startswith("mechanisms."):
+        return {**m.spec(), "type": name, "module": type(m).__module__}
     if name in _SIMPLE:
         return {"type": name, "n": m.shape[1]}
     if isinstance(m, Ones):
@@ -436,6 +488,10 @@ def to_spec(m: Matrix) -> dict:
 def from_spec(spec: dict) -> Matrix:
     """Rebuild a matrix from `to_spec` output."""
     kind = spec["type"]
+    if "module" in spec:
+        if not spec["module"].startswith("mechanisms."):
+            raise ValueError(f"matrix spec names a module outside mechanisms: {spec['module']!r}")
+        return getattr(importlib.import_module(spec["module"]), kind).from_spec(spec)
     if kind in _SIMPLE:
         return _SIMPLE[kind](spec["n"])
     if kind == "Ones":

@@ -33,6 +33,7 @@ from mechanisms.marginals import (
     subsets,
 )
 from mechanisms.measurement import Measurement
+from mechanisms.residual_planner import is_residual_measurement, residual_scale
 from mechanisms.workload import Block
 
 
@@ -50,12 +51,21 @@ class Estimator(Protocol):
 
 
 class ResidualLeastSquares:
-    """GLS from identity-marginal measurements, in the residual basis."""
+    """GLS from identity-marginal and residual measurements, in the residual basis.
+
+    A residual measurement (`residual_planner.residual_strategy` on clique S)
+    estimates u_S alone: Π_S y / Π n_a with variance σ²/Π n_a².
+    """
 
     def __init__(self, domain: Domain, measurements: list[Measurement]):
         self.domain = domain
         self.measurements = measurements
-        self.precision = residual_precisions(domain, ((m.clique, m.variance) for m in measurements))
+        marginals = [m for m in measurements if m.is_marginal]
+        self.precision = residual_precisions(domain, ((m.clique, m.variance) for m in marginals))
+        for m in measurements:
+            if not m.is_marginal:
+                scale = residual_scale(domain, m.clique)
+                self.precision[m.clique] = self.precision.get(m.clique, 0.0) + scale**2 / m.variance
         self._residuals: dict[Clique, np.ndarray] = {}
 
     def residual_variance(self, s: Clique) -> float:
@@ -69,9 +79,14 @@ class ResidualLeastSquares:
                 return np.zeros(self.domain.shape(s))
             total, weight = 0.0, 0.0
             for m in self.measurements:
-                if set(s) <= set(m.clique):
+                if m.is_marginal and set(s) <= set(m.clique):
                     w = 1.0 / (m.variance * (self.domain.size(m.clique) // self.domain.size(s)))
                     total = total + w * residual_of(self.domain, m.clique, m.values, s)
+                    weight += w
+                elif not m.is_marginal and m.clique == s:
+                    scale = residual_scale(self.domain, s)
+                    w = scale**2 / m.variance
+                    total = total + w * residual_of(self.domain, s, m.values, s) / scale
                     weight += w
             self._residuals[s] = total / weight
         return self._residuals[s]
@@ -132,14 +147,14 @@ class LeastSquaresModel:
     @property
     def estimators(self) -> list[Estimator]:
         if self._estimators is None:
-            marginals = [m for m in self.measurements if m.is_marginal]
+            marginals = [m for m in self.measurements if m.is_marginal or is_residual_measurement(m)]
             estimators: list[Estimator] = [ResidualLeastSquares(self.domain, marginals)] if marginals else []
             by_key: dict[str, list[Measurement]] = {}
             by_clique: dict[Clique, list[Measurement]] = {}
             for m in self.measurements:
                 if m.key is not None:
                     by_key.setdefault(m.key, []).append(m)
-                elif m.strategy is not None:
+                elif m.strategy is not None and not is_residual_measurement(m):
                     by_clique.setdefault(m.clique, []).append(m)
             estimators += [DirectAnswers(self.domain, k, ms) for k, ms in by_key.items()]
             estimators += [CliqueLeastSquares(self.domain, c, ms) for c, ms in by_clique.items()]

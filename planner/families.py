@@ -188,5 +188,9 @@ class Marginals:
         return [Allocation(c, float(s), None, 1.0) for c, s in zip(cliques, shares)]
 
 
+from planner.marginal_planner_family import MarginalPlanner, ResidualPlanner  # noqa: E402 (they use the names above lazily)
+from planner.range_family import RangeTrees  # noqa: E402
+from planner.hdmm_family import HDMMFamily  # noqa: E402
+
 # Every family the planner considers, in order of preference on ties.
-FAMILIES: list[type[Family]] = [PerQuery, Marginals]
+FAMILIES: list[type[Family]] = [PerQuery, Marginals, RangeTrees, MarginalPlanner, ResidualPlanner, HDMMFamily]

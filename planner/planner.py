@@ -128,6 +128,12 @@ def _plan(workload: Workload, budget: float, noise: str, delta: float, existing,
                 current = trial
             else:
                 g.family = previous
+    # 3. The whole workload in one family can beat every regrouping of the greedy steps.
+    whole = {name: cost(name, blocks) for name in families}
+    best = min(whole, key=whole.get)
+    if whole[best] < current:
+        for g in groups:
+            g.family = best
 
     parts = [(name, bs) for name, bs in pools().items() if bs]
     unit_errors = [cost(name, bs) for name, bs in parts]
