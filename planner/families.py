@@ -192,6 +192,6 @@ from planner.marginal_planner_family import MarginalPlanner, ResidualPlanner  # 
 from planner.range_family import RangeTrees  # noqa: E402
 
 # Every family the planner considers, in order of preference on ties.
-FAMILIES: list[type[Family]] = [PerQuery, Marginals, RangeTrees, MarginalPlanner, ResidualPlanner]
-# HDMMFamily is not registered yet: its optimizers make accuracy-first planning (many re-plans)
-# too slow; planner.hdmm_family can be passed explicitly once it has a time budget.
+from planner.hdmm_family import HDMMFamily  # noqa: E402
+
+FAMILIES: list[type[Family]] = [PerQuery, Marginals, RangeTrees, MarginalPlanner, ResidualPlanner, HDMMFamily]
