@@ -12,18 +12,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from sqlglot import exp
 
 from dpsql.catalog import CATEGORICAL, Table
-from dpsql.errors import CatalogError, ProgrammingError
-from mechanisms.workload import Predicate
+from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
+from mechanisms.rap.multilinear import BooleanFunction
+from mechanisms.workload import MAX_PREDICATE_TERMS, Predicate
 
 ONE = Predicate.constant(1.0)
 ZERO = Predicate.constant(0.0)
 
 _COMPARISON = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_TEST = {
+    "=": lambda a, b: a == b,
+    "<>": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+# A threshold over more conditions than this is refused (its truth table has 2^k rows).
+MAX_THRESHOLD_CONDITIONS = 10
+
+# c + sum_j w_j [condition_j]: a sum of conditions cast to numbers (exact rationals).
+IndicatorSum = tuple[Fraction, list[tuple[Fraction, "Condition"]]]
 
 
 @dataclass(frozen=True)
@@ -142,6 +157,10 @@ class ExpressionCompiler:
         raise ProgrammingError(f"unsupported condition {node.sql()!r}: {_hint(node)}")
 
     def _comparison(self, op: str, left: exp.Expression, right: exp.Expression) -> Condition:
+        for side, other, o in ((left, right, op), (right, left, _FLIPPED[op])):
+            terms = self._indicator_sum(side)
+            if terms is not None and terms[1]:
+                return self._threshold(terms, o, other)
         column, literal, written = self._column(left), right, op
         if column is None:
             column, literal, op = self._column(right), left, _FLIPPED[op]
@@ -157,6 +176,79 @@ class ExpressionCompiler:
         value = literal_value(literal)
         true = column.compare(op, value)
         return self._split(column, true)
+
+    # --- thresholds: (a = 1)::INT + (b = 2)::INT + (c > 5)::INT >= 2 -------------
+    def _indicator_sum(self, node: exp.Expression) -> IndicatorSum | None:
+        """c + sum_j w_j [cond_j] when `node` is literals and numeric casts of conditions, else None."""
+        if isinstance(node, exp.Paren):
+            return self._indicator_sum(node.this)
+        if isinstance(node, exp.Cast) and _is_condition(_unparen(node.this)):
+            if not node.to.is_type(*exp.DataType.NUMERIC_TYPES):
+                return None
+            return Fraction(0), [(Fraction(1), self.condition(node.this))]
+        if _is_literal(node):
+            value = literal_value(node)
+            return None if isinstance(value, str) else (_exact(value, node), [])
+        if isinstance(node, exp.Neg):
+            inner = self._indicator_sum(node.this)
+            return None if inner is None else _scaled(inner, Fraction(-1))
+        if isinstance(node, (exp.Add, exp.Sub)):
+            left, right = self._indicator_sum(node.this), self._indicator_sum(node.expression)
+            if left is None or right is None:
+                return None
+            if isinstance(node, exp.Sub):
+                right = _scaled(right, Fraction(-1))
+            return left[0] + right[0], left[1] + right[1]
+        if isinstance(node, exp.Mul):
+            left, right = self._indicator_sum(node.this), self._indicator_sum(node.expression)
+            if left is None or right is None or (left[1] and right[1]):
+                return None
+            return _scaled(right, left[0]) if not left[1] else _scaled(left, right[0])
+        return None
+
+    def _threshold(self, terms: IndicatorSum, op: str, other: exp.Expression) -> Condition:
+        """[c + sum_j w_j cond_j <op> literal] as the exact indicator (inclusion-exclusion).
+
+        SQL semantics: a cast of an UNKNOWN condition is NULL, so the comparison is
+        UNKNOWN wherever some condition is: TRUE = known * f(conditions), FALSE = known - TRUE,
+        known = prod_j (true_j + false_j). f is expanded as the multilinear polynomial of
+        its truth table, in the conditions' TRUE indicators or (when shorter) their FALSE ones.
+        """
+        if not _is_literal(other) or isinstance(literal_value(other), str):
+            raise ProgrammingError(
+                f"a sum of conditions must be compared with a numeric literal, not {other.sql()!r}"
+            )
+        bound = _exact(literal_value(other), other)
+        constant, atoms = terms
+        if len(atoms) > MAX_THRESHOLD_CONDITIONS:
+            raise NotSupportedError(
+                f"a threshold over {len(atoms)} conditions exceeds the limit of {MAX_THRESHOLD_CONDITIONS}; "
+                "split it into smaller thresholds"
+            )
+        test = _TEST[op]
+        weights = [w for w, _ in atoms]
+        f = BooleanFunction.of(
+            len(atoms),
+            lambda mask: test(constant + sum(w for j, w in enumerate(weights) if mask >> j & 1), bound),
+        )
+        negated, coefficients = f.expansion()
+        if len(coefficients) > MAX_PREDICATE_TERMS:
+            raise NotSupportedError(
+                f"the threshold expands to {len(coefficients)} product terms (limit {MAX_PREDICATE_TERMS}); "
+                "use fewer conditions"
+            )
+        known = ONE
+        for _, c in atoms:
+            known = known * _collapse(c.true + c.false)
+        basis = [c.false if negated else c.true for _, c in atoms]
+        true = ZERO
+        for mask, g in coefficients.items():
+            product = known
+            for j, b in enumerate(basis):
+                if mask >> j & 1:
+                    product = product * b
+            true = true + product.scale(float(g))
+        return Condition(true, known - true)
 
     def _split(self, column, true) -> Condition:
         false = column.not_null() - true
@@ -277,6 +369,31 @@ class ExpressionCompiler:
             value = value + remaining * out.value
         present = present + remaining * out.present
         return Value(value if numeric else None, present)
+
+
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _exact(v, node: exp.Expression) -> Fraction:
+    """A numeric literal as the exact rational it prints as."""
+    return Fraction(repr(_finite(v, node))) if isinstance(v, float) else Fraction(v)
+
+
+def _collapse(p: Predicate) -> Predicate:
+    """A sum of terms over one attribute as a single vector (e.g. TRUE + FALSE = NOT NULL)."""
+    factors = p.factors()
+    names = {a for _, fs in factors for a in fs}
+    if len(names) != 1 or any(len(fs) != 1 for _, fs in factors):
+        return p
+    (name,) = names
+    return Predicate.on(name, sum(c * fs[name] for c, fs in factors))
+
+
+def _scaled(terms: IndicatorSum, factor: Fraction) -> IndicatorSum:
+    return terms[0] * factor, [(w * factor, c) for w, c in terms[1]]
 
 
 def _finite(v, node: exp.Expression) -> float:
