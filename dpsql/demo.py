@@ -125,7 +125,7 @@ def run_demo(rows: int = 1_000_000, epsilon: float = 1.0, workload_epsilon: floa
     out.write(f"  {cur.result.charge_text}\n")
     adhoc = "SELECT race, AVG(income) AS avg_income FROM people WHERE age >= 25 GROUP BY race"
     cur.execute(adhoc)
-    out.write(f"\nA new ad-hoc query spends the per-query share:\n")
+    out.write("\nA new ad-hoc query spends the per-query share:\n")
     print_comparison(adhoc, cur.result, true_result(compile_query(adhoc, conn.session.catalog), backend), out)
     out.write(f"  {cur.result.charge_text}\n")
     b = conn.budget
