@@ -3,11 +3,13 @@
 An HDMM strategy (planned by the HDMM family) is released `draws` times with
 the engine's exact discrete noise on adult's (age, sex) and hours-per-week
 marginals, reconstructed by least squares, and the squared errors are compared
-with the model's exact variances: the total squared error per draw has mean
-Σ_rows Var, so its average over the draws must lie within 4 estimated standard
-errors of it, and every block's mean squared error within 4·sqrt(2/draws) of
-its expectation (the worst case, fully correlated rows). Seeds are fixed, so
-the test is deterministic; its false-alarm rate is below 1e-3.
+with the expected error: the model's exact variances, which must equal the
+planner's prediction from the strategy and workload alone (HDMM's expected
+error). The total squared error per draw has mean Σ_rows Var, so its average
+over the draws (the Monte-Carlo MSE, RMSE²) must lie within 4 estimated
+standard errors of it, and every block's mean squared error within
+4·sqrt(2/draws) of its expectation (the worst case, fully correlated rows).
+Seeds are fixed, so the test is deterministic; its false-alarm rate is below 1e-3.
 """
 
 import csv
@@ -91,6 +93,8 @@ def test_monte_carlo_error_matches_expected_error_on_adult(draws):
             squared[b.name].append(float(((model.answer(b)[0] - truth[b.name]) ** 2).sum()))
     totals = np.sum([squared[b.name] for b in blocks], axis=0)
     mean = sum(float(v.sum()) for v in expected.values())
+    # Continuous-noise prediction vs the discrete noise's exact variances: equal up to the lattice's ~1e-9.
+    assert mean == pytest.approx(family.unit_error(blocks) / rho, rel=1e-6)
     assert abs(totals.mean() - mean) <= 4 * totals.std(ddof=1) / np.sqrt(draws), (totals.mean(), mean)
     for b in blocks:  # each block: its mean squared error over draws has relative sd ≤ sqrt(2/draws)
         ratio = np.mean(squared[b.name]) / expected[b.name].sum()

@@ -1,0 +1,11 @@
+"""Test-session setup: single-threaded BLAS, as `dpsql` itself defaults to.
+
+Test modules import NumPy before dpsql, so the default must be set here, before
+any import: on a shared 2-core machine, BLAS threads competing with other jobs
+made small dense solves 30x slower (tests/test_hdmm_adult.py: 87 s against 3 s).
+"""
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
