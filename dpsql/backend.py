@@ -5,6 +5,10 @@ binning expressions of the catalog, all cliques of one plan in a single scan
 (GROUPING SETS), and only (bin indices, count) rows come back. The SQL is
 written once, in DuckDB's dialect (`marginal_sql`); an engine that speaks
 another dialect gets it transpiled by sqlglot (`SQLBackend.dialect`).
+
+A table with a privacy unit is bounded in the same scan (`bounded_source`):
+rows without a unit are dropped and each unit keeps at most k rows, ranked by
+ROW_NUMBER() over a SHA-256 of the ledger's secret key and the row's bins.
 """
 
 from __future__ import annotations
@@ -16,15 +20,77 @@ import duckdb
 import numpy as np
 import sqlglot
 
-from dpsql.catalog import CATEGORICAL, Column, Table, quote_identifier
+from dpsql.catalog import CATEGORICAL, Column, Table, quote_identifier, quote_string
 from dpsql.errors import InterfaceError, OperationalError, ProgrammingError
 
 Clique = tuple[str, ...]
+_UNIT, _RANK = "__dpsql_unit", "__dpsql_rank"
 
 
 class Backend(Protocol):
-    def marginals(self, table: Table, cliques: list[Clique]) -> dict[Clique, np.ndarray]:
-        """Exact integer counts of each clique's marginal, flattened in clique order."""
+    def marginals(self, table: Table, cliques: list[Clique], key: str | None = None) -> dict[Clique, np.ndarray]:
+        """Exact integer counts of each clique's marginal, flattened in clique order.
+
+        `key` is the ledger's secret bounding key, needed for a table with a privacy unit.
+        """
+
+    def dropped_rows(self, table: Table, cap: int) -> int:
+        """Σ over privacy units of min(rows beyond the bound, cap): what bounding drops, capped."""
+
+
+def unit_rows_sql(table: Table) -> str:
+    """The rows that fit the catalog, with their privacy unit as column `__dpsql_unit`.
+
+    A linked table reaches its unit by joining along its foreign keys; a row whose key
+    finds no row gets no unit, and one whose key finds several counts once per match.
+    """
+    unit = table.unit
+    rows = f"SELECT * FROM {quote_identifier(table.name)} WHERE {table.fits_sql()}"
+    if not unit.path:
+        return f"SELECT *, {quote_identifier(unit.column)} AS {_UNIT} FROM ({rows}) AS t"
+    joins, previous = [], "t"
+    for i, hop in enumerate(unit.path, start=1):
+        joins.append(
+            f"JOIN {quote_identifier(hop.table)} AS p{i} ON {previous}.{quote_identifier(hop.column)} "
+            f"= p{i}.{quote_identifier(hop.key)}"
+        )
+        previous = f"p{i}"
+    return f"SELECT t.*, {previous}.{quote_identifier(unit.column)} AS {_UNIT} FROM ({rows}) AS t {' '.join(joins)}"
+
+
+def bounded_source(table: Table, key: str | None) -> str:
+    """FROM-clause SQL of the rows a measurement counts.
+
+    Without a privacy unit: the rows that fit the catalog. With one: of those, the rows
+    with a unit, at most k per unit, the first k by SHA-256 of (secret key, unit, the bins
+    of every declared column). Rows of a unit with equal bins are interchangeable in every
+    marginal, so the kept histogram is the same on every scan and engine. The choice depends
+    on the unit's own rows only, so one unit changes any histogram by at most k rows.
+    """
+    if table.unit is None:
+        return f"{quote_identifier(table.name)} WHERE {table.fits_sql()}"
+    if not key:
+        raise ProgrammingError(f"measuring {table.name!r} needs the ledger's bounding key (it has a privacy unit)")
+    parts = [quote_string(key), f"CAST({_UNIT} AS VARCHAR)"]
+    parts += [f"CAST({c.bin_sql()} AS VARCHAR)" for c in table.columns.values()]
+    ranked = (
+        f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY SHA256(CONCAT_WS('|', {', '.join(parts)}))) "
+        f"AS {_RANK} FROM ({unit_rows_sql(table)}) AS u WHERE {_UNIT} IS NOT NULL"
+    )
+    return f"(SELECT * FROM ({ranked}) AS r WHERE {_RANK} <= {table.unit.bound}) AS bounded"
+
+
+def dropped_rows_sql(table: Table, cap: int) -> str:
+    """One row, column `n`: Σ over units of min(rows − k, cap) for units with more than k rows."""
+    k = table.unit.bound
+    per_unit = (
+        f"SELECT {_UNIT}, COUNT(*) AS unit_rows FROM ({unit_rows_sql(table)}) AS u "
+        f"WHERE {_UNIT} IS NOT NULL GROUP BY {_UNIT}"
+    )
+    return (
+        f"SELECT CAST(COALESCE(SUM(LEAST(unit_rows - {k}, {int(cap)})), 0) AS BIGINT) AS n "
+        f"FROM ({per_unit}) AS c WHERE unit_rows > {k}"
+    )
 
 
 def _grouped_raw(column: Column) -> bool:
@@ -38,10 +104,11 @@ def _grouped_raw(column: Column) -> bool:
     return column.kind == CATEGORICAL and column.other is None
 
 
-def marginal_sql(table: Table, cliques: list[Clique]) -> tuple[str, list[str]]:
+def marginal_sql(table: Table, cliques: list[Clique], key: str | None = None) -> tuple[str, list[str]]:
     """One scan of the protected table computing every clique's marginal (DuckDB SQL).
 
-    The scan keeps the rows that fit the catalog, bins each used column (a categorical
+    The scan keeps the rows that fit the catalog (bounded per privacy unit with the
+    secret `key`: `bounded_source`), bins each used column (a categorical
     without `other` is grouped raw and binned per group: `_grouped_raw`) and counts
     the groups. Returns the SQL and its bin column names; the result has those
     columns, a grouping id `g` and a count `n` per row, several rows of one bin to
@@ -49,7 +116,7 @@ def marginal_sql(table: Table, cliques: list[Clique]) -> tuple[str, list[str]]:
     grouped, as GROUPING() does, spelled with one-argument GROUPING() calls, which
     every engine has.
     """
-    source = f"{quote_identifier(table.name)} WHERE {table.fits_sql()}"
+    source = bounded_source(table, key)
     used = [table.columns[c] for c in table.columns if any(c in q for q in cliques)]
     if not used:
         return f"SELECT 0 AS g, COUNT(*) AS n FROM {source}", []
@@ -104,20 +171,38 @@ class SQLBackend:
     engine = "DuckDB"
     dialect = "duckdb"
     errors: tuple[type[Exception], ...] = ()
+    # Errors raised before any row is read, so their messages cannot quote protected values.
+    plan_errors: tuple[type[Exception], ...] = ()
 
-    def marginals(self, table: Table, cliques: list[Clique]) -> dict[Clique, np.ndarray]:
+    def marginals(self, table: Table, cliques: list[Clique], key: str | None = None) -> dict[Clique, np.ndarray]:
         cliques = list(dict.fromkeys(cliques))
         if not cliques:
             return {}
-        sql, names = marginal_sql(table, cliques)
+        sql, names = marginal_sql(table, cliques, key)
+        result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
+        return decode_marginals(table, cliques, names, result)
+
+    def dropped_rows(self, table: Table, cap: int) -> int:
+        result = self._run(dropped_rows_sql(table, cap), ["n"], f"counting the rows bounding drops from {table.name!r}")
+        return int(result["n"][0])
+
+    def _run(self, sql: str, columns: list[str], what: str, secret: str | None = None) -> dict[str, np.ndarray]:
+        """`fetch` in the engine's dialect; its errors (nothing charged yet) as OperationalError,
+        with the secret key blotted out of the message."""
         if self.dialect != "duckdb":
             sql = sqlglot.transpile(sql, read="duckdb", write=self.dialect)[0]
         try:
-            result = self.fetch(sql, names + ["g", "n"])
-        except self.errors as e:  # nothing has been charged yet: the caller charges after this
+            return self.fetch(sql, columns)
+        except self.errors as e:
+            if not isinstance(e, self.plan_errors):  # e.g. a conversion error quotes the value it failed on
+                raise OperationalError(
+                    f"{what} on {self.engine} failed while reading the data ({type(e).__name__}; the message is "
+                    f"withheld, it may quote protected values): check that the stored column types match the "
+                    f"catalog's declarations") from None
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise OperationalError(f"computing marginals of {table.name!r} on {self.engine} failed: {first}") from None
-        return decode_marginals(table, cliques, names, result)
+            if secret:
+                first = first.replace(secret, "<key>")
+            raise OperationalError(f"{what} on {self.engine} failed: {first}") from None
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
         """Run `sql` in the engine; each named result column as an integer array (NULL: any value)."""
@@ -128,6 +213,7 @@ class DuckDBBackend(SQLBackend):
     """Marginals computed by DuckDB on the connection that holds the protected data."""
 
     errors = (duckdb.Error,)
+    plan_errors = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         self.con = con

@@ -1,9 +1,10 @@
-"""The `dpsql` command line: `dpsql demo`, `dpsql shell`, `dpsql explain`."""
+"""The `dpsql` command line: `dpsql demo`, `dpsql shell`, `dpsql explain`, `dpsql ledger`, `dpsql synth`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from dpsql.errors import Error
 from dpsql.formatting import MODES
@@ -37,6 +38,53 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ledger_path(path: str | None) -> str:
+    """A ledger state file, or the one beside a database file (`<DATABASE>.dpsql-state`); default: the demo's."""
+    from dpsql.dbapi import _state_path
+    from dpsql.shell import demo_paths
+
+    if path is None:
+        return _state_path(str(demo_paths()[0]), None)
+    beside = _state_path(path, None)
+    return beside if Path(beside).is_file() else path
+
+
+def _ledger(args: argparse.Namespace) -> int:
+    from dpsql.ledger import Ledger
+
+    path = _ledger_path(args.path)
+    ledger = Ledger.existing(path)
+    problems = ledger.verify()
+    if problems:  # a tampered ledger's charges are not listed: they cannot be trusted
+        print(f"ledger {path}: TAMPERED ({len(problems)} problem{'s' if len(problems) > 1 else ''} found)")
+        for problem in problems:
+            print(f"  - {problem}")
+        return 1
+    charges = len(ledger.charges())
+    print(f"ledger {path}: intact ({charges} charge{'' if charges == 1 else 's'}; hash chain and budget verified; "
+          f"head {ledger.head()})")
+    return _show_ledger(ledger) if args.action == "show" else 0
+
+
+def _show_ledger(ledger) -> int:
+    from dpsql.formatting import render
+    from dpsql.result import Result
+    from mechanisms.accounting import Amount
+
+    def amount(cost: float) -> Amount:
+        return Amount.pure(cost) if ledger.noise == "laplace" else Amount.zcdp(cost, ledger.delta)
+
+    rows = [(c.seq, c.at.strftime("%Y-%m-%d %H:%M:%S"), c.who, c.table, float(f"{amount(c.cost).epsilon:.6g}"),
+             float(f"{amount(c.cost).rho:.6g}"), " ".join(c.statement.split())) for c in ledger.charges()]
+    print(f"budget {amount(ledger.total)}; spent {amount(ledger.spent())}")
+    if rows:
+        print(render(Result(["#", "charged at (UTC)", "who", "table", "epsilon", "rho", "statement"], rows,
+                            kind="public"), "table"))
+    else:
+        print("no charges yet")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dpsql", description="Differentially private SQL that plans.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     explain.add_argument("--epsilon", type=float, default=1.0, help="budget to plan against (default 1)")
     explain.add_argument("--chart", metavar="PNG", help="also draw expected error vs budget to this file")
     explain.set_defaults(run=_explain)
+    ledger = sub.add_parser("ledger", help="check or list a budget ledger (reads it, changes nothing)")
+    ledger.add_argument("action", choices=["verify", "show"],
+                        help="verify: recompute the hash chain and budget (exit status 1 if tampered); "
+                             "show: verify, then list every charge")
+    ledger.add_argument("path", nargs="?", metavar="STATE",
+                        help="ledger state file, or a database whose ledger is <DATABASE>.dpsql-state "
+                             "(default: the demo database's)")
+    ledger.set_defaults(run=_ledger)
+    from dpsql.synth import add_parser as add_synth
+
+    add_synth(sub)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

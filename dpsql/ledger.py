@@ -21,9 +21,11 @@ import fcntl
 import getpass
 import hashlib
 import json
+import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Iterator
 
 import duckdb
@@ -97,8 +99,11 @@ class Ledger:
                 )
                 row = (noise, total, delta)
         stored_noise, stored_total, stored_delta = row
-        if stored_noise != noise or (total is not None and not np.isclose(stored_total, total)) or (
-            stored_noise == "gaussian" and not np.isclose(stored_delta, delta)
+        # Opened without a budget (total None), a ledger keeps whatever it holds.
+        if total is not None and (
+            stored_noise != noise
+            or not np.isclose(stored_total, total)
+            or (stored_noise == "gaussian" and not np.isclose(stored_delta, delta))
         ):
             unit = "ρ" if stored_noise == "gaussian" else "ε"
             raise ProgrammingError(
@@ -106,6 +111,23 @@ class Ledger:
                 f"(δ={stored_delta:g}); connect with the same budget, or without one to use it"
             )
         self.noise, self.total, self.delta = stored_noise, float(stored_total), float(stored_delta)
+
+    @classmethod
+    def existing(cls, path: str) -> "Ledger":
+        """The ledger stored at `path`, opened to read: nothing is created or changed."""
+        if path == ":memory:" or not Path(path).is_file():
+            raise OperationalError(f"no ledger state file at {path!r}")
+        ledger = cls.__new__(cls)
+        ledger.path, ledger.who, ledger._memory = path, _user(), None
+        with ledger._open() as con:
+            try:
+                rows = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchall()
+            except duckdb.Error:
+                raise OperationalError(f"{path!r} is not a dpsql ledger (it has no budget declaration)") from None
+        if len(rows) != 1:
+            raise OperationalError(f"{path!r} holds {len(rows)} budget declarations, not one: it was altered")
+        ledger.noise, ledger.total, ledger.delta = rows[0][0], float(rows[0][1]), float(rows[0][2])
+        return ledger
 
     @contextmanager
     def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -188,6 +210,20 @@ class Ledger:
                 raise
         return Charge(seq, at, self.who, table, statement, cost, detail)
 
+    def bounding_key(self) -> str:
+        """The secret keying the hash that orders a privacy unit's rows for bounding.
+
+        Made once per state database (256 random bits from `secrets`), kept beside
+        the charges, never shown: it only ever goes into the SQL that measures.
+        """
+        with self._open() as con:
+            con.execute("CREATE TABLE IF NOT EXISTS dpsql_secret (bounding_key VARCHAR NOT NULL)")
+            row = con.execute("SELECT bounding_key FROM dpsql_secret").fetchone()
+            if row is None:
+                row = (secrets.token_hex(32),)
+                con.execute("INSERT INTO dpsql_secret VALUES (?)", list(row))
+        return row[0]
+
     def measurements(self, table: str, signature: str) -> list[Measurement]:
         """Measurements stored for a table under the same catalog declaration."""
         with self._open() as con:
@@ -211,26 +247,36 @@ class Ledger:
             ).fetchall()
         return [Charge(*r) for r in rows]
 
+    def head(self) -> str:
+        """The hash at the head of the chain: record it elsewhere to detect a rewrite of the whole chain."""
+        with self._open() as con:
+            row = con.execute("SELECT hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
+            return (row or con.execute("SELECT hash FROM dpsql_budget").fetchone())[0]
+
     def verify(self) -> list[str]:
         """Recompute the hash chain and the budget; returns the problems found (empty: intact)."""
-        problems = []
         with self._open() as con:
-            budget = con.execute("SELECT noise, total, delta, created, hash FROM dpsql_budget").fetchall()
-            if len(budget) != 1:
-                return [f"expected one budget declaration, found {len(budget)}"]
-            noise, total, delta, created, prev = budget[0]
-            if _digest(noise, total, delta, created) != prev:
-                problems.append("the budget declaration was altered")
-            ledger = con.execute(
-                "SELECT seq, charged_at, who, table_name, statement, cost, detail, prev_hash, hash "
-                "FROM dpsql_ledger ORDER BY seq"
-            ).fetchall()
-            measured: dict[int, list[str]] = {}
-            for row in con.execute(
-                "SELECT seq, position, table_name, signature, clique, query_key, strategy, noise, cost, variance, "
-                "vals FROM dpsql_measurements ORDER BY seq, position"
-            ).fetchall():
-                measured.setdefault(row[0], []).append(_measurement_row_digest(row[1:]))
+            try:
+                budget = con.execute("SELECT noise, total, delta, created, hash FROM dpsql_budget").fetchall()
+                ledger = con.execute(
+                    "SELECT seq, charged_at, who, table_name, statement, cost, detail, prev_hash, hash "
+                    "FROM dpsql_ledger ORDER BY seq"
+                ).fetchall()
+                stored = con.execute(
+                    "SELECT seq, position, table_name, signature, clique, query_key, strategy, noise, cost, "
+                    "variance, vals FROM dpsql_measurements ORDER BY seq, position"
+                ).fetchall()
+            except duckdb.Error as e:
+                return [f"the ledger tables were altered ({str(e).splitlines()[0]})"]
+        if len(budget) != 1:
+            return [f"expected one budget declaration, found {len(budget)}"]
+        problems = []
+        noise, total, delta, created, prev = budget[0]
+        if _digest(noise, total, delta, created) != prev:
+            problems.append("the budget declaration was altered")
+        measured: dict[int, list[str]] = {}
+        for row in stored:
+            measured.setdefault(row[0], []).append(_measurement_row_digest(row[1:]))
         spent = 0.0
         for expected_seq, (seq, at, who, table, statement, cost, detail, prev_hash, digest) in enumerate(ledger, 1):
             if seq != expected_seq:

@@ -35,15 +35,21 @@ INTERACTIVE_MAX_ROWS = 100
 EXIT_INTERRUPTED = 130
 
 
-def demo_database(rows: int = DEMO_ROWS) -> tuple[str, Path]:
-    """The demo database and its catalog, generated once into the user's cache directory.
+def demo_paths(rows: int = DEMO_ROWS) -> tuple[Path, Path]:
+    """Where the demo database and its catalog live (or will): in the user's cache directory.
 
     `$XDG_CACHE_HOME/dpsql` (default `~/.cache/dpsql`); the file name holds the
     row count and the DuckDB version (the generator depends on DuckDB's hash).
     """
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpsql"
     name = f"demo-people-{rows}-duckdb{duckdb.__version__}"
-    database, catalog = base / f"{name}.duckdb", base / f"{name}.toml"
+    return base / f"{name}.duckdb", base / f"{name}.toml"
+
+
+def demo_database(rows: int = DEMO_ROWS) -> tuple[str, Path]:
+    """The demo database and its catalog (see `demo_paths`), generated once."""
+    database, catalog = demo_paths(rows)
+    base, name = database.parent, database.stem
     base.mkdir(parents=True, exist_ok=True)
     if not database.exists():
         partial = base / f"{name}.{os.getpid()}.partial"
@@ -105,8 +111,8 @@ class Shell:
         if path is not None:
             try:
                 self._file = open(path, "w", encoding="utf-8")
-            except OSError as e:
-                raise ProgrammingError(f"cannot write to {path!r}: {e.strerror}") from None
+            except (OSError, ValueError) as e:  # ValueError: a NUL byte or a lone surrogate in the name
+                raise ProgrammingError(f"cannot write to {path!r}: {getattr(e, 'strerror', None) or e}") from None
 
     def show_listing(self, result: Result) -> None:
         """A meta command's listing, in the current mode."""

@@ -1,5 +1,7 @@
-"""The ledger: hash chain, tamper detection, concurrency across processes, crashes."""
+"""The ledger: hash chain, tamper detection, `dpsql ledger`, concurrency across processes, crashes."""
 
+import contextlib
+import io
 import multiprocessing as mp
 import os
 import signal
@@ -11,8 +13,11 @@ import duckdb
 import numpy as np
 import pytest
 
-from dpsql.errors import BudgetExceededError
+import dpsql
+from dpsql import cli
+from dpsql.errors import BudgetExceededError, OperationalError
 from dpsql.ledger import Ledger
+from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
 from mechanisms.matrices import Prefix
 from mechanisms.measurement import Measurement
 
@@ -54,14 +59,23 @@ def test_tampering_is_detected(tmp_path, tamper, problem):
     con = duckdb.connect(path)
     con.execute(tamper)
     con.close()
-    problems = Ledger(path, "gaussian", None, 1e-9).verify() if "budget" not in tamper else _raw_verify(path)
+    problems = Ledger.existing(path).verify()
     assert any(problem in p for p in problems), problems
 
 
-def _raw_verify(path):
-    ledger = Ledger.__new__(Ledger)
-    ledger.path, ledger._memory, ledger.total = path, None, 1.0
-    return ledger.verify()
+def test_altered_tables_and_non_ledgers(tmp_path):
+    path = str(tmp_path / "state")
+    _filled(path)
+    con = duckdb.connect(path)
+    con.execute("ALTER TABLE dpsql_ledger DROP COLUMN detail")
+    con.close()
+    assert any("tables were altered" in p for p in Ledger.existing(path).verify())
+    other = str(tmp_path / "data.duckdb")
+    duckdb.connect(other).close()
+    for missing in (other, str(tmp_path / "nothing"), ":memory:"):
+        with pytest.raises(OperationalError):
+            Ledger.existing(missing)
+    assert not (tmp_path / "nothing").exists()  # opening to verify creates nothing
 
 
 def test_overspending_is_refused_and_charges_nothing(tmp_path):
@@ -84,21 +98,31 @@ def _charge_loop(path, n, cost, out):
     out.put(granted)
 
 
-def test_many_processes_never_overspend(tmp_path):
-    path = str(tmp_path / "state")
+def _race(path, processes, attempts, cost):
+    """`processes` processes each try `attempts` charges of `cost` on one ledger; returns the charges granted."""
     Ledger(path, "gaussian", 1.0, 1e-9)
     ctx = mp.get_context("fork")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_charge_loop, args=(path, 25, 0.007, out)) for _ in range(8)]
+    procs = [ctx.Process(target=_charge_loop, args=(path, attempts, cost, out)) for _ in range(processes)]
     for p in procs:
         p.start()
+    granted = sum(out.get(timeout=600) for _ in procs)
     for p in procs:
-        p.join(120)
-    granted = sum(out.get() for _ in procs)
+        p.join(60)
     ledger = Ledger(path, "gaussian", None, 1e-9)
-    assert granted == len(ledger.charges()) == 142  # floor(1 / 0.007): the budget, exactly used up
+    assert granted == len(ledger.charges())
     assert ledger.spent() <= 1.0 + 1e-9
     assert ledger.verify() == []
+    return granted
+
+
+def test_many_processes_never_overspend(tmp_path):
+    assert _race(str(tmp_path / "state"), 8, 25, 0.007) == 142  # floor(1 / 0.007): the budget, exactly used up
+
+
+@pytest.mark.slow
+def test_eight_processes_times_a_hundred_charges(tmp_path):
+    assert _race(str(tmp_path / "state"), 8, 100, 0.0013) == 769  # floor(1 / 0.0013) of 800 attempts
 
 
 _CHILD = """
@@ -131,3 +155,43 @@ def test_killed_processes_never_under_charge(tmp_path):
     assert released > 0
     assert len(ledger.charges()) >= released
     assert ledger.verify() == []
+
+
+def _cli(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = cli.main(["ledger", *argv])
+    return status, out.getvalue()
+
+
+def test_ledger_verify_and_show_commands(tmp_path, capsys):
+    database = str(tmp_path / "data.duckdb")
+    con = duckdb.connect(database)
+    con.execute("CREATE TABLE t AS SELECT (i % 10)::INT AS a, (i % 3)::INT AS b FROM range(100) r(i)")
+    con.close()
+    catalog = {"tables": {"t": {"columns": {"a": {"type": "integer", "min": 0, "max": 9},
+                                            "b": {"type": "integer", "min": 0, "max": 2}}}}}
+    with dpsql.connect(database, catalog=catalog, epsilon=1.0, query_epsilon=0.25, seed=1) as conn:
+        conn.execute("SELECT a, COUNT(*) FROM t GROUP BY a")
+        conn.execute("SELECT b, COUNT(*) FROM t GROUP BY b")
+    state = database + ".dpsql-state"
+    head = Ledger.existing(state).head()
+    status, out = _cli("verify", database)  # a database names the ledger beside it
+    assert status == 0 and f"ledger {state}: intact (2 charges" in out and head in out
+    status, out = _cli("show", state)
+    lines = out.splitlines()
+    rho = epsilon_delta_to_zcdp(0.25, 1e-9)
+    assert status == 0 and lines[1].endswith(f"spent {Amount.zcdp(2 * rho, 1e-9)}")  # zCDP composition
+    assert [c.strip() for c in lines[4].split("|")[3:6]] == ["t", "0.25", f"{rho:.6g}"] and "GROUP BY a" in lines[4]
+    con = duckdb.connect(state)
+    con.execute("UPDATE dpsql_ledger SET cost = cost / 2 WHERE seq = 2")  # hide half of a charge
+    con.close()
+    for action in ("verify", "show"):
+        status, out = _cli(action, state)
+        assert status == 1 and out.splitlines() == [
+            f"ledger {state}: TAMPERED (1 problem found)", "  - charge 2 or its measurements were altered"]
+    assert cli.main(["ledger", "verify", str(tmp_path / "nothing")]) == 1
+    assert "no ledger state file" in capsys.readouterr().err
+    done = subprocess.run([sys.executable, "-m", "dpsql.cli", "ledger", "verify", state], capture_output=True,
+                          text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert done.returncode == 1 and "TAMPERED" in done.stdout and "Traceback" not in done.stderr
