@@ -16,6 +16,13 @@ the set of rows that fit every declaration: rows with NULL in a non-nullable
 column, or an undeclared categorical value without an ``other`` fallback, are
 left out of every answer, uniformly (a row-local rule, so privacy holds).
 Tables not in the catalog are public.
+
+A table may declare a *privacy unit* (``privacy_unit = "customer_id"``), or
+reach the unit of another protected table through a foreign key
+(``privacy_unit = { foreign_key = "order_id", references = "orders.id" }``),
+with ``max_rows_per_unit = k``: neighbouring databases then differ by all rows
+of one unit, each unit keeps at most k rows (chosen in SQL by a keyed hash),
+rows without a unit are dropped, and sensitivities are multiplied by k.
 """
 
 from __future__ import annotations
@@ -318,17 +325,88 @@ def parse_column(name: str, decl: dict) -> Column:
     return Column(name, kind, nullable, low=low, high=high, bins=bins)
 
 
+MAX_ROWS_PER_UNIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One foreign-key step: `column` of the current table equals `key` of protected `table`."""
+
+    column: str
+    table: str
+    key: str
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """A table's privacy unit: `column` of the last hop's table (of the table itself without
+    hops), and `bound`, the most rows one unit may contribute to this table."""
+
+    column: str
+    bound: int
+    path: tuple[Hop, ...] = ()
+
+    def describe(self) -> str:
+        hops = "".join(f"{h.column} -> {h.table}.{h.key}, " for h in self.path)
+        return f"privacy unit {hops}{self.column}, at most {self.bound} rows per unit"
+
+
+def parse_unit(table: str, unit: Any) -> tuple[str | None, Hop | None]:
+    """Validate a `privacy_unit` declaration: (unit column, foreign-key hop), one of them None."""
+    if unit is None:
+        return None, None
+    if isinstance(unit, str):
+        if not unit:
+            raise CatalogError(f"table {table!r}: privacy_unit must name a column")
+        return unit, None
+    if not isinstance(unit, dict) or set(unit) != {"foreign_key", "references"}:
+        raise CatalogError(
+            f"table {table!r}: privacy_unit is a column name, or "
+            '{ foreign_key = "<column>", references = "<protected table>.<column>" }'
+        )
+    column, target = unit["foreign_key"], unit["references"]
+    parts = target.split(".") if isinstance(target, str) else []
+    if not isinstance(column, str) or not column or len(parts) != 2 or not all(parts):
+        raise CatalogError(
+            f"table {table!r}: privacy_unit's foreign_key must name a column and references must read "
+            f"'<protected table>.<column>'"
+        )
+    return None, Hop(column, parts[0], parts[1])
+
+
 @dataclass
 class Table:
-    """A protected table: its declared columns, in declaration order."""
+    """A protected table: its declared columns, in declaration order, and its privacy unit.
+
+    `unit_column` (the unit is a column of this table) or `unit_link` (a foreign key to
+    another protected table, whose unit is this table's) with `max_rows_per_unit`; a
+    linked table's `unit` is resolved by its `Catalog`.
+    """
 
     name: str
     columns: dict[str, Column]
+    unit_column: str | None = None
+    unit_link: Hop | None = None
+    max_rows_per_unit: int | None = None
     domain: Domain = field(init=False)
+    _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.columns:
             raise CatalogError(f"table {self.name!r} declares no columns")
+        if self.unit_column is not None and self.unit_link is not None:
+            raise CatalogError(f"table {self.name!r}: declare the privacy unit as a column or a foreign key, not both")
+        bound = self.max_rows_per_unit
+        if self.unit_column is None and self.unit_link is None:
+            if bound is not None:
+                raise CatalogError(f"table {self.name!r}: max_rows_per_unit needs a privacy_unit to bound")
+        elif isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= MAX_ROWS_PER_UNIT:
+            raise CatalogError(
+                f"table {self.name!r}: a privacy unit needs max_rows_per_unit, an integer from 1 to "
+                f"{MAX_ROWS_PER_UNIT} (the most rows one unit may contribute)"
+            )
+        if self.unit_column is not None:
+            self._unit = PrivacyUnit(self.unit_column, self.max_rows_per_unit)
         lowered = [c.lower() for c in self.columns]
         if len(set(lowered)) != len(lowered):
             # SQL (and DuckDB) identifiers are case-insensitive: these would name one column.
@@ -352,9 +430,22 @@ class Table:
         parts = [c.fits_sql() for c in self.columns.values()]
         return " AND ".join(p for p in parts if p) or "TRUE"
 
+    @property
+    def unit(self) -> PrivacyUnit | None:
+        """The privacy unit (None: one row is the unit)."""
+        if self.unit_link is not None and self._unit is None:
+            raise CatalogError(f"table {self.name!r}: its foreign key to a privacy unit was not resolved by a catalog")
+        return self._unit
+
+    @property
+    def contribution(self) -> int:
+        """The most rows one privacy unit contributes: every sensitivity is multiplied by it."""
+        return 1 if self.unit is None else self.unit.bound
+
     def signature(self) -> str:
         """Identifies the declaration: measurements are only reused under the same one."""
-        return repr([(c.name, c.describe()) for c in self.columns.values()])
+        columns = repr([(c.name, c.describe()) for c in self.columns.values()])
+        return columns if self.unit is None else f"{columns}; {self.unit.describe()}"
 
 
 class Catalog:
@@ -364,6 +455,7 @@ class Catalog:
         self.tables: dict[str, Table] = {}
         for t in tables:
             self.tables[t.name.lower()] = t
+        self._resolve_units()
 
     @classmethod
     def from_dict(cls, spec: dict) -> "Catalog":
@@ -378,9 +470,13 @@ class Catalog:
         for name, table in tables.items():
             if name.lower() in out.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
-            if not isinstance(table, dict) or set(table) - {"columns"}:
-                raise CatalogError(f"table {name!r}: only a [tables.{name}.columns] section is supported")
-            out.add_table(name, table.get("columns", {}))
+            if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit"}:
+                raise CatalogError(
+                    f"table {name!r}: only a [tables.{name}.columns] section, privacy_unit and "
+                    f"max_rows_per_unit are supported"
+                )
+            out._declare(name, table.get("columns", {}), table.get("privacy_unit"), table.get("max_rows_per_unit"))
+        out._resolve_units()
         return out
 
     @classmethod
@@ -406,13 +502,57 @@ class Catalog:
             return cls.from_toml(path.read_text())
         return cls.from_toml(str(source))
 
-    def add_table(self, name: str, columns: dict[str, dict]) -> Table:
-        """Declare a protected table from {column: declaration}."""
+    def add_table(
+        self, name: str, columns: dict[str, dict], privacy_unit: str | dict | None = None,
+        max_rows_per_unit: int | None = None,
+    ) -> Table:
+        """Declare a protected table from {column: declaration}, optionally with a privacy unit:
+        a column name, or {"foreign_key": column, "references": "table.column"} naming a
+        protected table declared before, whose unit becomes this table's."""
+        previous = self.tables.get(name.lower())
+        table = self._declare(name, columns, privacy_unit, max_rows_per_unit)
+        try:
+            self._resolve_units()
+        except CatalogError:
+            if previous is None:
+                del self.tables[name.lower()]
+            else:
+                self.tables[name.lower()] = previous
+            raise
+        return table
+
+    def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any) -> Table:
         if not isinstance(columns, dict):
             raise CatalogError(f"table {name!r}: columns must be a table of declarations")
-        table = Table(name, {c: parse_column(c, d) for c, d in columns.items()})
+        unit_column, unit_link = parse_unit(name, privacy_unit)
+        table = Table(name, {c: parse_column(c, d) for c, d in columns.items()}, unit_column, unit_link, max_rows_per_unit)
         self.tables[name.lower()] = table
         return table
+
+    def _resolve_units(self) -> None:
+        """Follow every foreign key to a table with a privacy-unit column (no cycles)."""
+        for table in self.tables.values():
+            if table.unit_link is None:
+                continue
+            path, current, seen = [], table, {table.name.lower()}
+            while current.unit_link is not None:
+                hop = current.unit_link
+                target = self.get(hop.table)
+                if target is None:
+                    raise CatalogError(
+                        f"table {current.name!r}: privacy_unit references {hop.table!r}, which is not a protected "
+                        f"table of the catalog; declare it (with its own privacy unit)"
+                    )
+                if target.name.lower() in seen:
+                    raise CatalogError(f"table {table.name!r}: the foreign keys to its privacy unit form a cycle")
+                if target.unit_column is None and target.unit_link is None:
+                    raise CatalogError(
+                        f"table {current.name!r}: privacy_unit references {target.name!r}, which declares no privacy unit"
+                    )
+                seen.add(target.name.lower())
+                path.append(Hop(hop.column, target.name, hop.key))
+                current = target
+            table._unit = PrivacyUnit(current.unit_column, table.max_rows_per_unit, tuple(path))
 
     def get(self, name: str) -> Table | None:
         return self.tables.get(name.lower())

@@ -2,7 +2,9 @@
 
 The compiler accepts one SELECT with COUNT/SUM/AVG aggregates (with FILTER and
 CASE), a WHERE of comparisons with literals, GROUP BY declared columns, and
-HAVING/ORDER BY/LIMIT/OFFSET, which are applied to the noisy answers. Every
+HAVING/ORDER BY/LIMIT/OFFSET, which are applied to the noisy answers. Given the
+session's public tables, joins with public lookup tables compile to public maps
+of a declared column (`dpsql.lookups`). Every
 aggregate becomes a `Block` (AVG becomes a SUM block and a COUNT block). The
 rest of the statement becomes a *template*: the same SELECT rewritten to read
 the noisy per-group answers from a small relation, so DuckDB evaluates the
@@ -23,6 +25,7 @@ from sqlglot.errors import ParseError
 from dpsql.catalog import Catalog, Table
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.expressions import ALWAYS, Condition, ExpressionCompiler, literal_value
+from dpsql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
 from mechanisms.matrices import Dense, Diagonal
 from mechanisms.workload import Block, Predicate, Term
 
@@ -76,7 +79,7 @@ class CompiledQuery:
 
     sql: str
     table: Table
-    group_by: tuple[str, ...]  # in the user's GROUP BY order
+    groups: list[GroupKey]  # in the user's GROUP BY order
     aggregates: list[Aggregate]
     template: exp.Select  # reads RESULT_RELATION
     output_names: list[str]
@@ -85,6 +88,16 @@ class CompiledQuery:
 
     def __post_init__(self) -> None:
         self.blocks = [b for a in self.aggregates for b in a.blocks]
+
+    @property
+    def group_by(self) -> tuple[str, ...]:
+        """The group columns of the per-group relation (declared columns by name), in GROUP BY order."""
+        return tuple(k.name for k in self.groups)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the per-group relation: one per combination of group values."""
+        return int(np.prod([len(k.labels) for k in self.groups], dtype=np.int64))
 
 
 def parse_statement(sql: str, dialect: str) -> exp.Expression:
@@ -107,15 +120,20 @@ def referenced_tables(tree: exp.Expression) -> list[str]:
     return [t.name for t in tree.find_all(exp.Table) if t.name]
 
 
-def compile_query(sql: str, catalog: Catalog, dialect: str = "duckdb", label: str = "") -> CompiledQuery:
-    """Compile one SELECT over a protected table. Raises ProgrammingError on anything else."""
+def compile_query(
+    sql: str, catalog: Catalog, dialect: str = "duckdb", label: str = "", tables: PublicTables | None = None
+) -> CompiledQuery:
+    """Compile one SELECT over a protected table (joined to public lookup tables read from
+    `tables`, if given). Raises ProgrammingError on anything else."""
     tree = parse_statement(sql, dialect)
-    return compile_tree(tree, sql, catalog, label)
+    return compile_tree(tree, sql, catalog, label, tables)
 
 
-def compile_tree(tree: exp.Expression, sql: str, catalog: Catalog, label: str = "") -> CompiledQuery:
+def compile_tree(
+    tree: exp.Expression, sql: str, catalog: Catalog, label: str = "", tables: PublicTables | None = None
+) -> CompiledQuery:
     try:
-        return _compile_select(tree, sql, catalog, label)
+        return _compile_select(tree, sql, catalog, label, tables)
     except OverflowError as e:  # Predicate expansion past MAX_PREDICATE_TERMS
         raise NotSupportedError(
             f"the query's conditions are too complex to compile ({e}); split it into simpler "
@@ -123,7 +141,7 @@ def compile_tree(tree: exp.Expression, sql: str, catalog: Catalog, label: str = 
         ) from None
 
 
-def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str) -> CompiledQuery:
+def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str, tables) -> CompiledQuery:
     if not isinstance(tree, exp.Select):
         raise NotSupportedError(
             f"only SELECT queries can read a protected table (got {tree.key.upper()}); "
@@ -134,10 +152,16 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         raise NotSupportedError("WITH (common table expressions) over a protected table is not supported")
     table, alias = _single_table(tree, catalog)
     _refuse_constructs(tree)
-    compiler = ExpressionCompiler(table, alias)
+    lookups = parse_lookups(tree, table, alias, tables)
+    compiler = ExpressionCompiler(table, alias, lookups)
     where = compiler.condition(tree.args["where"].this) if tree.args.get("where") else ALWAYS
+    for lookup in lookups:
+        joined = lookup.condition()
+        if joined is not None:  # an INNER join keeps the rows whose value finds a public row
+            where = where.and_(joined)
     select_items = list(tree.expressions)
-    group_by = _group_by(tree, select_items, compiler)
+    groups = _group_by(tree, select_items, compiler)
+    layout = group_layout(groups, table.domain)
 
     aggregates: list[Aggregate] = []
     index_of: dict[str, int] = {}
@@ -147,7 +171,7 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         key = node.sql()
         if key not in index_of:
             index_of[key] = len(aggregates)
-            aggregates.append(_compile_aggregate(node, compiler, where, group_by, table, prefix))
+            aggregates.append(_compile_aggregate(node, compiler, where, layout, table, prefix))
         return index_of[key]
 
     template = tree.copy()
@@ -160,7 +184,7 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         if _is_aggregate_node(node):
             return exp.column(f"__agg_{aggregate_index(node)}")
         if isinstance(node, exp.Column):
-            return _rewrite_column(node, compiler, group_by, output_aliases)
+            return _rewrite_column(node, compiler, groups, output_aliases)
         return node
 
     output_aliases = {e.alias for e in select_items if isinstance(e, exp.Alias)}
@@ -195,29 +219,33 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     else:
         template.set("order", exp.Order(expressions=[exp.Ordered(this=exp.column(ROW_ORDER))]))
     template.set("from_" if "from_" in tree.args else "from", exp.From(this=exp.to_table(RESULT_RELATION)))
-    if not aggregates and not group_by:
+    if not aggregates and not groups:
         raise ProgrammingError(
             "selecting columns of a protected table without aggregates would release raw rows; "
             "use COUNT, SUM or AVG (with GROUP BY for per-value answers)"
         )
-    return CompiledQuery(sql, table, group_by, aggregates, template, names, bare)
+    return CompiledQuery(sql, table, groups, aggregates, template, names, bare)
 
 
-def _rewrite_column(node: exp.Column, compiler: ExpressionCompiler, group_by, aliases) -> exp.Expression:
+def _source(resolved) -> tuple:
+    """What a resolved column reference names: a declared column or a lookup's attribute."""
+    return getattr(resolved, "source", ("column", resolved.name))
+
+
+def _rewrite_column(node: exp.Column, compiler: ExpressionCompiler, groups: list[GroupKey], aliases) -> exp.Expression:
     if not node.table and node.name in aliases:
         return node  # an output alias (ORDER BY n, HAVING n > 5)
-    column = compiler.table.column(compiler.column_name(node))
-    if column.name not in group_by:
+    source = _source(compiler.resolve(node))
+    key = next((k for k in groups if k.source == source), None)
+    if key is None:
         raise ProgrammingError(
             f"column {node.sql()!r} is used outside an aggregate but is not in GROUP BY: raw "
             "values of a protected table cannot be selected; aggregate it or group by it"
         )
-    return exp.column(column.name, quoted=True)
+    return exp.column(key.name, quoted=True)
 
 
 def _single_table(tree: exp.Select, catalog: Catalog) -> tuple[Table, str | None]:
-    if tree.args.get("joins"):
-        raise NotSupportedError("joins involving a protected table are not supported; query one protected table")
     from_ = tree.args.get("from_") or tree.args.get("from")
     if from_ is None:
         raise ProgrammingError("a DP query needs FROM <protected table>")
@@ -225,6 +253,10 @@ def _single_table(tree: exp.Select, catalog: Catalog) -> tuple[Table, str | None
     if not isinstance(source, exp.Table) or not source.name:
         raise NotSupportedError("subqueries and table functions in FROM are not supported; query a protected table directly")
     table = catalog.get(source.name)
+    if table is None and tree.args.get("joins"):
+        raise NotSupportedError(
+            "joins with a protected table must read it first: FROM <protected table> [LEFT] JOIN <public table> ON ..."
+        )
     if table is None:
         raise ProgrammingError(f"table {source.name!r} is not a protected table in the catalog")
     if source.args.get("sample"):
@@ -261,10 +293,10 @@ def _refuse_constructs(tree: exp.Select) -> None:
             )
 
 
-def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler) -> tuple[str, ...]:
+def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler) -> list[GroupKey]:
     group = tree.args.get("group")
     if group is None:
-        return ()
+        return []
     for key in ("grouping_sets", "cube", "rollup"):
         if group.args.get(key):
             raise NotSupportedError(f"GROUP BY {key.upper().replace('_', ' ')} is not supported; run one query per grouping")
@@ -274,7 +306,7 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
             raise NotSupportedError(f"GROUP BY {name} is not supported; run one query per grouping")
     if group.args.get("all"):
         raise NotSupportedError("GROUP BY ALL is not supported; list the columns")
-    out: list[str] = []
+    out: list[GroupKey] = []
     aliases = {e.alias: e.this for e in items if isinstance(e, exp.Alias)}
     for g in group.expressions:
         target = g
@@ -290,11 +322,15 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
                 f"GROUP BY {g.sql()!r}: only declared columns can be grouped by "
                 "(declare a coarser column in the catalog to group by buckets)"
             )
-        name = compiler.column_name(target)
-        column = compiler.table.column(name).name
-        if column not in out:
-            out.append(column)
-    return tuple(out)
+        column = compiler.resolve(target)
+        if all(k.source != _source(column) for k in out):
+            key = (
+                column.group_key(f"__lookup_{len(out)}")
+                if hasattr(column, "group_key")
+                else GroupKey(column.name, column.name, column.labels(), None, _source(column))
+            )
+            out.append(key)
+    return out
 
 
 def _is_aggregate_node(node: exp.Expression) -> bool:
@@ -307,7 +343,7 @@ def _compile_aggregate(
     node: exp.Expression,
     compiler: ExpressionCompiler,
     where: Condition,
-    group_by: tuple[str, ...],
+    layout: tuple[tuple[str, ...], dict[str, np.ndarray]],
     table: Table,
     prefix: str,
 ) -> Aggregate:
@@ -325,41 +361,47 @@ def _compile_aggregate(
             "use GROUP BY on a declared column"
         )
     label = f"{prefix}{node.sql()}"
-    domain_group = table.domain.canonical(group_by)
     if isinstance(agg, exp.Count):
         if isinstance(arg, exp.Star) or arg is None:
             present = Predicate.constant(1.0)
         else:
             present = compiler.value(arg).present
-        return Aggregate("count", label, [_block(label, condition.true * present, domain_group, table.domain)])
+        return Aggregate("count", label, [_block(label, condition.true * present, layout, table.domain)])
     value = compiler.value(arg)
     if value.value is None:
         raise CatalogError(f"{agg.key.upper()}({arg.sql()}) needs a numeric column or expression")
-    total = _block(f"{label} [sum]" if isinstance(agg, exp.Avg) else label, condition.true * value.value, domain_group, table.domain)
+    total = _block(f"{label} [sum]" if isinstance(agg, exp.Avg) else label, condition.true * value.value, layout, table.domain)
     if isinstance(agg, exp.Sum):
         return Aggregate("sum", label, [total])
-    count = _block(f"{label} [count]", condition.true * value.present, domain_group, table.domain)
+    count = _block(f"{label} [count]", condition.true * value.present, layout, table.domain)
     return Aggregate("avg", label, [total, count])
 
 
-def _block(name: str, predicate: Predicate, group_by: tuple[str, ...], domain) -> Block:
+def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[str, np.ndarray]], domain) -> Block:
     """Turn a sum of per-attribute products into Kronecker terms with square group factors.
 
+    `layout` is `group_layout`'s: attributes grouped as themselves get square factors,
+    attributes grouped through lookups their mapping times the term's vector.
     The block's weight in the planner's objective is 1/Δ², Δ its L2 sensitivity
-    (the most one individual can change one of its rows), so errors of counts
+    (the most one row can change one of its rows), so errors of counts
     and of sums in other units are compared on one scale.
     """
+    group_by, mapped = layout
     terms = []
     for coef, factors in predicate.factors():
         mats = {}
         for attr, vector in factors.items():
+            if attr in mapped:
+                continue
             if attr in group_by:
                 if not np.all(vector == 1.0):
                     mats[attr] = Diagonal(vector)
             elif not np.all(vector == 1.0):
                 mats[attr] = Dense(vector[None, :])
+        for attr, mapping in mapped.items():
+            mats[attr] = Dense(mapping * factors[attr][None, :] if attr in factors else mapping)
         terms.append(Term(coef, mats))
-    block = Block(name, group_by, terms)
+    block = Block(name, group_by, terms, mapped_rows={a: m.shape[0] for a, m in mapped.items()})
     scale = block.sensitivity(domain, 2)
     block.weight = 1.0 / scale**2 if scale > 0 else 1.0
     return block

@@ -162,6 +162,14 @@ class Connection:
         begin = BeginWorkload(explain, epsilon, delta, rho, max_rmse, objective)
         return self.session.run_workload(list(queries), begin, weights)
 
+    def dropped_rows(
+        self, table: str, *, epsilon: float | None = None, rho: float | None = None, cap: int | None = None
+    ) -> Result:
+        """A charged DP count of the rows bounding to a table's privacy unit drops
+        (each unit's count capped at `cap`, default its bound: see `Session.dropped_rows`)."""
+        self._check()
+        return self.session.dropped_rows(table, epsilon, rho, cap)
+
     def commit(self) -> None:
         """Charges commit as they happen; public changes are auto-committed by DuckDB."""
         self._check()

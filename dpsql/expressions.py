@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Sequence
 
 from sqlglot import exp
 
@@ -102,18 +103,34 @@ def _is_literal(node: exp.Expression) -> bool:
 
 
 class ExpressionCompiler:
-    """Compiles conditions and value expressions against one table's declared domain."""
+    """Compiles conditions and value expressions against one table's declared domain.
 
-    def __init__(self, table: Table, alias: str | None = None):
+    `lookups` are the public tables the query joins (`dpsql.lookups.Lookup`): their
+    columns resolve to attributes that are public functions of a declared column.
+    """
+
+    def __init__(self, table: Table, alias: str | None = None, lookups: Sequence = ()):
         self.table = table
         self.alias = alias
+        self.lookups = list(lookups)
 
     # --- columns ------------------------------------------------------------
-    def column_name(self, node: exp.Column) -> str:
-        qualifier = node.table
-        if qualifier and qualifier.lower() not in {self.table.name.lower(), (self.alias or "").lower()}:
-            raise ProgrammingError(f"unknown table qualifier {qualifier!r} in {node.sql()!r}")
-        return self.table.column(node.name).name
+    def resolve(self, node: exp.Column):
+        """The declared `Column`, or the looked-up attribute (`LookupColumn`), that `node` names."""
+        qualifier = node.table.lower()
+        if qualifier:
+            if qualifier in {self.table.name.lower(), (self.alias or "").lower()}:
+                return self.table.column(node.name)
+            for lookup in self.lookups:
+                if qualifier == lookup.alias.lower():
+                    return lookup.attribute(node.name)
+            raise ProgrammingError(f"unknown table qualifier {node.table!r} in {node.sql()!r}")
+        name = node.name.lower()
+        declared = any(c.lower() == name for c in self.table.columns)
+        found = [lk for lk in self.lookups if lk.has(name) and not (lk.using and lk.key.lower() == name)]
+        if len(found) + declared > 1:
+            raise ProgrammingError(f"column {node.name!r} is ambiguous: qualify it with its table's name or alias")
+        return found[0].attribute(node.name) if found else self.table.column(node.name)
 
     def _column(self, node: exp.Expression):
         while isinstance(node, exp.Paren):
@@ -121,7 +138,7 @@ class ExpressionCompiler:
         if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
             node = node.this
         if isinstance(node, exp.Column):
-            return self.table.column(self.column_name(node))
+            return self.resolve(node)
         return None
 
     # --- conditions -------------------------------------------------------------
@@ -278,7 +295,7 @@ class ExpressionCompiler:
         if isinstance(node, exp.Null):
             return Value(ZERO, ZERO)
         if isinstance(node, exp.Column):
-            column = self.table.column(self.column_name(node))
+            column = self.resolve(node)
             present = Predicate.on(column.name, column.not_null())
             if column.kind == CATEGORICAL:
                 return Value(None, present)

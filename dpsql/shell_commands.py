@@ -95,6 +95,19 @@ def _explain(shell: "Shell", arg: str) -> None:
     shell.run_sql("EXPLAIN " + arg.rstrip().rstrip(";"))
 
 
+def _dropped(shell: "Shell", arg: str) -> None:
+    table, _, epsilon = arg.partition(" ")
+    if not table:
+        raise ProgrammingError("usage: .dropped TABLE [EPSILON]")
+    try:
+        amount = float(epsilon) if epsilon.strip() else None
+    except ValueError:
+        raise ProgrammingError(f"EPSILON must be a number, got {epsilon.strip()!r}") from None
+    result = shell.conn.dropped_rows(table, epsilon=amount)
+    shell.show_listing(result)
+    shell.note(result.charge_text)
+
+
 def _mode(shell: "Shell", arg: str) -> None:
     if not arg:
         shell.note(f"mode {shell.mode}")
@@ -133,6 +146,7 @@ COMMANDS: dict[str, Command] = {
     ".schema": Command(_schema, ".schema [TABLE]", "columns with their declared domains (protected) or types"),
     ".budget": Command(_budget, ".budget", "total, spent and remaining budget, and every charge"),
     ".explain": Command(_explain, ".explain QUERY", "the plan for a query; reads no data, spends nothing"),
+    ".dropped": Command(_dropped, ".dropped TABLE [EPSILON]", "DP count of rows bounding per privacy unit drops (charged)"),
     ".mode": Command(_mode, ".mode [MODE]", f"output format: {', '.join(MODES)}"),
     ".output": Command(_output, ".output [FILE]", "write results to FILE (no FILE: back to the terminal)"),
     ".timer": Command(_timer, ".timer on|off", "show how long each statement took"),
@@ -157,7 +171,7 @@ def command_arguments(name: str, tables: Callable[[], list]) -> list[str]:
         return list(MODES)
     if name == ".timer":
         return ["on", "off"]
-    if name == ".schema":
+    if name in (".schema", ".dropped"):
         return [t.name for t in tables()]
     return []
 

@@ -104,31 +104,37 @@ class Block:
     """The rows of one aggregate: a weighted sum of Kronecker terms over a clique.
 
     `group_by` are the attributes whose values index the rows; `weight` is the
-    importance of this block in the planner's objective.
+    importance of this block in the planner's objective. `mapped_rows` names
+    attributes outside `group_by` whose factor in every term maps their values
+    onto several rows (a public lookup: GROUP BY a looked-up attribute), with
+    that number of rows; rows are ordered by attribute in domain order.
     """
 
     name: str
     group_by: tuple[str, ...]
     terms: list[Term]
     weight: float = 1.0
+    mapped_rows: Mapping[str, int] = field(default_factory=dict)
     _fingerprint: dict = field(default_factory=dict, repr=False, compare=False)
     _sensitivity: dict = field(default_factory=dict, repr=False, compare=False)
 
     def attributes(self, domain: Domain) -> tuple[str, ...]:
         """The clique: every attribute a term touches, plus the group-by ones, in domain order."""
-        used = set(self.group_by)
+        used = set(self.group_by) | set(self.mapped_rows)
         for t in self.terms:
             used.update(t.factors)
         return domain.canonical(used)
 
     def num_rows(self, domain: Domain) -> int:
-        return prod(domain.size_of(a) for a in self.group_by)
+        return prod(domain.size_of(a) for a in self.group_by) * prod(self.mapped_rows.values())
 
     def term_factors(self, term: Term, domain: Domain, clique: tuple[str, ...]) -> list[Matrix]:
         """One factor per clique attribute (defaults: Identity for group-by, Total otherwise)."""
         out = []
         for a in clique:
             n = domain.size_of(a)
+            if a in self.mapped_rows and a not in term.factors:
+                raise ValueError(f"block {self.name!r}: a term lacks the mapping factor of {a!r}")
             default = Identity(n) if a in self.group_by else Total(n)
             out.append(term.factors.get(a, default))
         return out
@@ -169,7 +175,8 @@ class Block:
                     th.update(a.encode())
                     th.update(_factor_digest(f))
                 terms.append(th.hexdigest())
-            h = hashlib.sha256(repr((clique, self.group_by)).encode())
+            shape = (clique, self.group_by, sorted(self.mapped_rows.items())) if self.mapped_rows else (clique, self.group_by)
+            h = hashlib.sha256(repr(shape).encode())
             for digest in sorted(terms):  # the sum does not depend on the order of its terms
                 h.update(digest.encode())
             self._fingerprint[domain] = h.hexdigest()

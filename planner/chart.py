@@ -27,6 +27,7 @@ def error_curves(
     existing: Iterable[tuple[Clique, float]] = (),
     objective: str = TOTAL_SQUARED,
     points: int = 13,
+    contribution: int = 1,
 ) -> dict[str, list[tuple[float, float]]]:
     """{strategy: [(budget, workload RMSE)]} for the planner's choice and each single family.
 
@@ -37,7 +38,7 @@ def error_curves(
     budgets = budget * np.logspace(-1, 1, points)
     curves: dict[str, list[tuple[float, float]]] = {"planner": []}
     for b in budgets:
-        plan = plan_workload(workload, float(b), noise, delta, existing, objective)
+        plan = plan_workload(workload, float(b), noise, delta, existing, objective, contribution=contribution)
         rows = sum(x.weight * x.num_rows(workload.domain) for x in workload.blocks if x.terms)
         total = sum(
             x.weight * x.num_rows(workload.domain) * plan.expected_rmse[x.name] ** 2
