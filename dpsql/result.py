@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from dpsql.compiler import RESULT_RELATION, ROW_ORDER, CompiledQuery
 from dpsql.errors import ProgrammingError
-from mechanisms.reconstruction import LeastSquaresModel
+from mechanisms.answering import AnsweringModel
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Result:
         return out
 
 
-def aggregate_answers(query: CompiledQuery, model: LeastSquaresModel) -> list[tuple[np.ndarray, np.ndarray]]:
+def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple[np.ndarray, np.ndarray]]:
     """(estimate, standard error) per aggregate; AVG by the delta method on SUM/COUNT."""
     out = []
     for agg in query.aggregates:
@@ -76,18 +76,20 @@ def aggregate_answers(query: CompiledQuery, model: LeastSquaresModel) -> list[tu
 
 def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]]) -> Result:
     """Build the group relation from the answers and evaluate the query's template on it."""
-    domain = query.table.domain
-    group_domain_order = domain.canonical(query.group_by)
-    shape = domain.shape(group_domain_order)
-    n_rows = int(np.prod(shape, dtype=np.int64))
+    keys = query.groups
+    # Block rows run over the grouped attributes in domain order; keys of one attribute
+    # (through lookups) in the query's order.
+    order = query.table.domain.attributes
+    layout = sorted(range(len(keys)), key=lambda i: (order.index(keys[i].attribute), i))
+    shape = [len(keys[i].labels) for i in layout]
+    n_rows = query.rows
     relation: dict[str, Any] = {}
-    cells = np.unravel_index(np.arange(n_rows), shape) if group_domain_order else ()
-    for attr, bins in zip(group_domain_order, cells):
-        labels = query.table.column(attr).labels()
-        relation[attr] = np.asarray([labels[i] for i in bins], dtype=object)
-    user_index = [cells[group_domain_order.index(a)] for a in query.group_by]
+    cells = np.unravel_index(np.arange(n_rows), shape) if keys else ()
+    for i, groups in zip(layout, cells):
+        relation[keys[i].name] = np.asarray([keys[i].labels[g] for g in groups], dtype=object)
+    user_index = [cells[layout.index(i)] for i in range(len(keys))]
     relation[ROW_ORDER] = (
-        np.ravel_multi_index(user_index, [domain.size_of(a) for a in query.group_by])
+        np.ravel_multi_index(user_index, [len(k.labels) for k in keys])
         if user_index
         else np.zeros(n_rows, dtype=np.int64)
     )

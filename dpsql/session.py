@@ -26,6 +26,7 @@ from dpsql.catalog import Catalog, Table
 from dpsql.compiler import CompiledQuery, compile_tree, parse_statement
 from dpsql.errors import BudgetExceededError, Error, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.ledger import Ledger
+from dpsql.lookups import PublicTables
 from dpsql.result import Result, aggregate_answers, assemble
 from dpsql.statements import (
     BeginWorkload,
@@ -38,11 +39,14 @@ from dpsql.statements import (
     take_weight,
 )
 from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
-from mechanisms.measurement import GAUSSIAN, LAPLACE
+from mechanisms.answering import AnsweringModel
+from mechanisms.measurement import GAUSSIAN, LAPLACE, measure
 from mechanisms.noise import RandomSource
-from mechanisms.reconstruction import LeastSquaresModel
-from mechanisms.workload import Workload
+from mechanisms.pgm import GraphicalModel
+from mechanisms.reconstruction import Estimator, LeastSquaresModel
+from mechanisms.workload import Block, Term, Workload
 from planner.families import split
+from planner.adaptive import AIM
 from planner.plan import Plan
 from planner.chart import draw_chart, error_curves
 from planner.planner import budget_for_accuracy, plan_workload
@@ -51,6 +55,7 @@ from planner.plan import TOTAL_SQUARED
 DEFAULT_QUERY_EPSILON = 0.1
 _REFUSED_KEYWORDS = {"ATTACH", "DETACH", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA", "CHECKPOINT"}
 _ALLOWED_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
+_STATISTICS_VIEWS = {"duckdb_tables", "pg_class"}  # they show exact row counts
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,7 @@ class Session:
         self.backend = backend or DuckDBBackend(con)
         self.rng = RandomSource(seed)
         self.models: dict[str, LeastSquaresModel] = {}
+        self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
         self.query_share = self._share(query_epsilon, query_rho, DEFAULT_QUERY_EPSILON)
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
@@ -125,6 +131,8 @@ class Session:
         self._protected_names = self._find_protected_names()
         # Called right before a statement charges; raising there cancels it with nothing spent.
         self.before_charge: Callable[[], None] | None = None
+        # Shown progress of long releases (AIM, RAP): called with (fraction done, message).
+        self.progress: Callable[[float, str], None] | None = None
 
     # --- budget ------------------------------------------------------------------
     def _share(self, epsilon: float | None, rho: float | None, default: float | None = None) -> float:
@@ -167,6 +175,9 @@ class Session:
     # --- statements ------------------------------------------------------------------
     def execute(self, script: str, params: Sequence[Any] | dict | None = None) -> list[Result]:
         """Run a script; returns one result per statement that produces one."""
+        values = params.values() if isinstance(params, dict) else params or ()
+        for text in (script, *(v for v in values if isinstance(v, str))):
+            _check_unicode(text)
         statements = [classify(text) for text in split_statements(script)]
         if not statements:
             raise ProgrammingError("empty statement")
@@ -263,9 +274,20 @@ class Session:
                 "this statement could not be checked (it does not parse); in a session with protected "
                 "tables only statements that parse can run"
             )
+        if isinstance(tree, exp.Command):  # CALL, PREPARE, EXECUTE, ...: sqlglot cannot look inside
+            raise NotSupportedError(f"{str(tree.this).upper()} is not allowed in a session with protected tables")
         if isinstance(tree, exp.Copy):
             raise NotSupportedError("COPY is not allowed in a session with protected tables")
+        for literal in tree.find_all(exp.Literal):  # DuckDB reads a table named by a string ('people')
+            if literal.is_string and literal.name.strip().lower().rsplit(".", 1)[-1] in self._protected_names:
+                raise NotSupportedError(f"the string {literal.name!r} names a protected table; query it by name "
+                                        f"with DP aggregates")
         for table in tree.find_all(exp.Table):
+            if table.name.lower() in self._protected_names:  # FROM 'people': a string, not a name
+                raise NotSupportedError(f"{table.name!r} names a protected table; query it by name with DP aggregates")
+            if table.name.lower() in _STATISTICS_VIEWS:
+                raise NotSupportedError(f"{table.name} shows exact table sizes; it is not allowed in a session "
+                                        f"with protected tables")
             source = table.this
             if isinstance(source, exp.Func):  # table functions can read files and other tables by name
                 name = (source.name if isinstance(source, exp.Anonymous) else source.sql_name()).lower()
@@ -308,11 +330,13 @@ class Session:
         outer template once on zeros: errors there (HAVING, ORDER BY, LIMIT on noisy values)
         must surface before anything is charged."""
         tree = _substitute(parse_statement(sql, self.dialect), params)
-        compiled = compile_tree(tree, sql, self.catalog, label)
+        try:
+            compiled = compile_tree(tree, sql, self.catalog, label, PublicTables(self.con, self._protected_names))
+        except RecursionError:
+            raise ProgrammingError("the query is nested too deeply to compile; simplify its conditions") from None
         for b in compiled.blocks:
             b.weight *= weight
-        rows = compiled.table.domain.size(compiled.group_by)
-        zeros = np.zeros(rows)
+        zeros = np.zeros(compiled.rows)
         assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
         return compiled
 
@@ -336,12 +360,30 @@ class Session:
             self.models[key] = LeastSquaresModel(table.domain, stored)
         return self.models[key]
 
+    def answering(self, table: Table) -> AnsweringModel:
+        """Least squares over the measurements, then the table's generative models (AIM, RAP)."""
+        key = table.name.lower()
+        if key not in self.generative:
+            self.generative[key] = self._stored_generative(table)
+        return AnsweringModel(self.model(table), self.generative[key])
+
+    def _stored_generative(self, table: Table) -> list[Estimator]:
+        """The graphical model of earlier AIM/MST releases on the table, refitted from the ledger's marginals.
+
+        (Post-processing of stored measurements. RAP's relaxed data lives only in the session that ran it.)
+        """
+        adaptive = {AIM, "mst"}
+        if not any(c.table == table.name and c.detail in adaptive for c in self.ledger.charges()):
+            return []
+        marginals = [m for m in self.model(table).measurements if m.is_marginal and m.clique]
+        return [GraphicalModel.fit(table.domain, marginals)] if marginals else []
+
     def _uncovered(self, queries: list[CompiledQuery]) -> dict[str, tuple[Table, list, list]]:
         """Per table: (table, blocks that need measurements, blocks answered free)."""
         out: dict[str, tuple[Table, dict[str, Any], list]] = {}
         for q in queries:
             table = q.table
-            model = self.model(table)
+            model = self.answering(table)
             _, needed, free = out.setdefault(table.name, (table, {}, []))
             for b in q.blocks:
                 if model.covers(b):
@@ -350,8 +392,18 @@ class Session:
                     needed.setdefault(b.fingerprint(table.domain), b)
         return {name: (t, list(needed.values()), free) for name, (t, needed, free) in out.items()}
 
+    def bounding_key(self, table: Table) -> str | None:
+        """The ledger's secret bounding key for a table with a privacy unit (None: row-level table)."""
+        return None if table.unit is None else self.ledger.bounding_key()
+
     def _existing(self, table: Table) -> list[tuple[tuple[str, ...], float]]:
         return [(m.clique, m.variance) for m in self.model(table).measurements if m.is_marginal]
+
+    def _rows(self, table: Table) -> float | None:
+        """The table's size as already released (free: post-processing), for costing AIM and RAP; else None."""
+        total = Block("rows", (), [Term(1.0, {})])
+        model = self.answering(table)
+        return max(float(model.answer(total)[0][0]), 1.0) if model.covers(total) else None
 
     def _plan(
         self,
@@ -378,10 +430,15 @@ class Session:
             if not blocks:
                 plan = Plan(self.noise, self.delta, [], {}, {}, [], "answered from earlier measurements")
             elif max_rmse is not None:
-                _, plan = budget_for_accuracy(workload, max_rmse, self.noise, self.delta, self._existing(table))
+                _, plan = budget_for_accuracy(
+                    workload, max_rmse, self.noise, self.delta, self._existing(table), table.contribution
+                )
             else:
-                plan = plan_workload(workload, shares[name], self.noise, self.delta, self._existing(table), objective)
-            model = self.model(table)
+                plan = plan_workload(
+                    workload, shares[name], self.noise, self.delta, self._existing(table), objective,
+                    rows=self._rows(table), contribution=table.contribution,
+                )
+            model = self.answering(table)
             for b in free:
                 plan.expected_rmse[b.name] = float(np.sqrt(np.mean(model.variance(b))))
             plan.free = [b.name for b in free]
@@ -389,7 +446,9 @@ class Session:
         return plans
 
     def _unit_error(self, table: Table, blocks, objective: str) -> float:
-        plan = plan_workload(Workload(table.domain, blocks), 1.0, self.noise, self.delta, (), objective)
+        plan = plan_workload(
+            Workload(table.domain, blocks), 1.0, self.noise, self.delta, (), objective, contribution=table.contribution
+        )
         return sum(b.weight * b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
 
     def _measure(self, queries: list[CompiledQuery], statement: str, **sizing) -> tuple[dict, float]:
@@ -401,23 +460,70 @@ class Session:
         self._check_affordable(total, sizing.get("max_rmse"))
         released = []
         for name, (table, plan) in plans.items():
-            if not plan.measurements:
-                continue
-            counts = self.backend.marginals(table, [m.clique for m in plan.measurements])
-            measurements = [
-                pm.release(counts[pm.clique], table.domain, self.noise, self.rng) for pm in plan.measurements
-            ]
-            released.append((table, plan, measurements))
+            if plan.adaptive is not None:
+                released.append((table, plan, *self._run_adaptive(table, plan)))
+            elif plan.measurements:
+                counts = self.backend.marginals(table, [m.clique for m in plan.measurements], self.bounding_key(table))
+                measurements = [
+                    pm.release(counts[pm.clique], table.domain, self.noise, self.rng) for pm in plan.measurements
+                ]
+                released.append((table, plan, measurements, None))
         if self.before_charge is not None:
             self.before_charge()  # the last point a statement can be cancelled: nothing charged yet
-        for table, plan, measurements in released:
-            self.ledger.charge(
-                plan.cost, statement, table.name, table.signature(), measurements, detail=plan.chosen
-            )
+        for table, plan, measurements, estimator in released:
+            detail = plan.adaptive.procedure.name if plan.adaptive is not None else plan.chosen
+            self.ledger.charge(plan.cost, statement, table.name, table.signature(), measurements, detail=detail)
             model = self.model(table)
             for m in measurements:
                 model.add(m)
+            if estimator is not None:
+                self.generative[table.name.lower()].append(estimator)
         return plans, total
+
+    def _run_adaptive(self, table: Table, plan: Plan) -> tuple[list, Estimator]:
+        """Execute the plan's adaptive procedure on exact counts from the database (nothing leaves yet)."""
+        run = plan.adaptive
+        self.answering(table)  # loads earlier generative models before this release joins the ledger
+        release = run.procedure.run(
+            table.domain, list(run.blocks), run.share, lambda cliques: self.backend.marginals(table, cliques),
+            self.rng, self._rows(table), self.progress,
+        )
+        return release.measurements, release.estimator
+
+    def dropped_rows(
+        self, table: str, epsilon: float | None = None, rho: float | None = None, cap: int | None = None
+    ) -> Result:
+        """A charged DP count of the rows that bounding to k rows per privacy unit drops.
+
+        Each unit counts min(rows − k, cap), cap = k by default: a unit's excess is
+        unbounded, so it is capped, and one unit then moves the count by at most cap,
+        the sensitivity the noise is calibrated to (k, like every other measurement of
+        the table). The count is exact when no unit has more than k + cap rows and a
+        lower bound otherwise; cap = 1 counts the units that lost rows. Rows without a
+        unit are not counted. Spends ε/ρ (default: the query share), charged before release.
+        """
+        spec = self.catalog.get(table)
+        if spec is None:
+            raise ProgrammingError(f"{table!r} is not a protected table of the catalog")
+        if spec.unit is None:
+            raise ProgrammingError(f"{spec.name!r} declares no privacy unit: nothing is bounded, nothing dropped")
+        cap = spec.contribution if cap is None else cap
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ProgrammingError(f"cap must be a positive integer, got {cap!r}")
+        for name, value in (("epsilon", epsilon), ("rho", rho)):
+            if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+                raise ProgrammingError(f"{name} must be a positive number, got {value!r}")
+        share = self.query_share if epsilon is None and rho is None else self._share(epsilon, rho)
+        self.ledger.check(share)
+        exact = self.backend.dropped_rows(spec, cap)
+        values, cal = measure(np.asarray([exact]), None, self.noise, share, self.rng, cap)
+        if self.before_charge is not None:
+            self.before_charge()
+        self.ledger.charge(share, f"DROPPED ROWS {spec.name} (cap {cap})", spec.name, spec.signature(), [],
+                           detail="dropped rows")
+        result = Result(["dropped_rows"], [(float(values[0]),)], [(float(np.sqrt(cal.variance)),)], charged=share)
+        result.charge_text = self._charge_text(share)
+        return result
 
     def _check_affordable(self, cost: float, max_rmse: float | None) -> None:
         if max_rmse is not None and cost > self.ledger.remaining() * (1 + 1e-9):
@@ -428,7 +534,7 @@ class Session:
         self.ledger.check(cost)
 
     def _answer(self, compiled: CompiledQuery, plans: dict, charged: float) -> Result:
-        answers = aggregate_answers(compiled, self.model(compiled.table))
+        answers = aggregate_answers(compiled, self.answering(compiled.table))
         result = assemble(compiled, answers)
         result.charged = charged
         result.charge_text = self._charge_text(charged)
@@ -506,7 +612,7 @@ class Session:
             blocks = pending[name][1]
             if blocks:
                 curves = error_curves(Workload(table.domain, blocks), plan.cost, self.noise, self.delta,
-                                      self._existing(table), sizing["objective"])
+                                      self._existing(table), sizing["objective"], contribution=table.contribution)
                 unit = "ρ" if self.noise == GAUSSIAN else "ε"
                 return str(draw_chart(curves, plan.cost, unit, path))
         raise ProgrammingError("nothing to chart: every query is answered from earlier measurements")
@@ -518,6 +624,15 @@ class Session:
         verdict = "fits in" if cost <= remaining * (1 + 1e-9) else "EXCEEDS"
         text += f"\nTotal cost {self.amount(cost)}; {verdict} the remaining budget {self.amount(remaining)}"
         return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
+
+
+def _check_unicode(text: str) -> None:
+    """Refuse text DuckDB cannot take: a lone surrogate (e.g. from undecodable bytes on a command line)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ProgrammingError(f"the SQL or a parameter is not valid Unicode (a lone surrogate at character "
+                               f"{e.start + 1})") from None
 
 
 def _parse_or_none(sql: str, dialect: str) -> exp.Expression | None:

@@ -65,6 +65,7 @@ class StatementRunner:
         self.conn = conn
         self.progress = progress if progress is not None and progress.isatty() else None
         self._shown = False
+        self._stage: tuple[float, str] | None = None  # progress reported by an adaptive release (AIM, RAP)
         if self.progress is not None:  # lets DuckDB report how far a scan has got
             conn.session.con.execute("SET enable_progress_bar = true")
             conn.session.con.execute("SET enable_progress_bar_print = false")
@@ -88,6 +89,8 @@ class StatementRunner:
                 done.set()
 
         self.conn.session.before_charge = token.before_charge
+        self.conn.session.progress = self._report
+        self._stage = None
         started = time.monotonic()
         threading.Thread(target=work, name="dpsql-statement", daemon=True).start()
         try:
@@ -95,6 +98,7 @@ class StatementRunner:
         finally:
             self._clear_progress()
             self.conn.session.before_charge = None
+            self.conn.session.progress = None
         if "error" in outcome:
             if token.cancelled:
                 raise Cancelled("statement cancelled; nothing was charged")
@@ -117,6 +121,9 @@ class StatementRunner:
                 self._clear_progress()
                 on_cancel(token.cancel())
 
+    def _report(self, fraction: float, message: str) -> None:
+        self._stage = (fraction, message)
+
     def _show_progress(self, tick: int, elapsed: float) -> None:
         if self.progress is None:
             return
@@ -125,9 +132,13 @@ class StatementRunner:
         except duckdb.Error:
             percent = -1.0
         line = f"{_SPINNER[tick % len(_SPINNER)]} {elapsed:5.1f} s"
+        stage = self._stage
         if percent >= 0:
             done = int(_BAR * min(percent, 100.0) / 100)
             line += f"  scanning [{'#' * done}{'-' * (_BAR - done)}] {percent:3.0f}%"
+        elif stage is not None:
+            done = int(_BAR * min(stage[0], 1.0))
+            line += f"  [{'#' * done}{'-' * (_BAR - done)}] {100 * stage[0]:3.0f}%  {stage[1][:40]}"
         else:
             line += "  planning and measuring"
         self.progress.write(f"\r{line}  (Ctrl-C cancels)\x1b[K")

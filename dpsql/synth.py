@@ -7,7 +7,10 @@ SETS scan of every candidate marginal; only counts leave DuckDB), samples rows
 from the fitted graphical model and writes them to Parquet with the catalog's
 value labels (integers, numeric bins as their lower edges, categories, NULL).
 The noisy measurements are stored in the ledger, so later queries on the table
-can be answered from them for free.
+can be answered from them for free. A table with a privacy unit of at most k
+rows is measured bounded, and the mechanism runs at ρ/k² per row: by group
+privacy for zCDP (ρ-zCDP for one row is k²ρ-zCDP for k rows; exact for the
+Gaussian and exponential mechanisms AIM and MST consist of) that is ρ per unit.
 
 `dpsql synth TABLE --epsilon 1 --out FILE.parquet [--database DB --catalog FILE]`
 is the command line (without a database: the generated demo `people` table).
@@ -103,14 +106,16 @@ def synthesize(
     workload = default_workload(protected, degree, max_cells) if mechanism == "aim" else []
 
     statement = f"SYNTH {protected.name} ({mechanism}, rho={budget:.6g})"
+    session.answering(protected)  # earlier generative models load before this release joins the ledger
     charge = session.ledger.charge(budget, statement, protected.name, protected.signature(), [], detail=mechanism)
     needed = list(workload_candidates(domain, workload)) if mechanism == "aim" else _pairs(domain.attributes)
-    counts = session.backend.marginals(protected, needed)
+    counts = session.backend.marginals(protected, needed, session.bounding_key(protected))
     marginal = counts.__getitem__
+    per_row = budget / protected.contribution**2
     if mechanism == "aim":
-        result = aim(domain, marginal, budget, workload, session.rng, progress=progress)
+        result = aim(domain, marginal, per_row, workload, session.rng, progress=progress)
     else:
-        result = mst(domain, marginal, budget, session.rng, progress=progress)
+        result = mst(domain, marginal, per_row, session.rng, progress=progress)
     session.ledger.charge(
         0.0, f"measurements of charge {charge.seq}", protected.name, protected.signature(), result.measurements,
         detail=mechanism,
@@ -118,6 +123,7 @@ def synthesize(
     model = session.model(protected)
     for m in result.measurements:
         model.add(m)
+    session.generative[protected.name.lower()].append(result.model)  # later queries: answered free
     seed = session.rng.randbelow(2**63)
     sample = result.model.sample(rows, np.random.default_rng(seed))
     write_parquet(protected, sample, out)

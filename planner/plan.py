@@ -28,6 +28,7 @@ class PlannedMeasurement:
     family: str
     strategy: Matrix | None = None
     label: str | None = None
+    contribution: int = 1  # rows per privacy unit: `sensitivity` already includes it
 
     def query(self, domain) -> Matrix | None:
         """The matrix applied to the clique's marginal (None: the identity)."""
@@ -37,7 +38,7 @@ class PlannedMeasurement:
 
     def release(self, counts, domain, noise: str, rng) -> Measurement:
         """Measure the clique's exact counts with this measurement's noise (after the charge)."""
-        values, cal = measure(counts, self.query(domain), noise, self.share, rng)
+        values, cal = measure(counts, self.query(domain), noise, self.share, rng, self.contribution)
         key = None if self.block is None else self.block.fingerprint(domain)
         return Measurement(self.clique, noise, self.share, cal.variance, values, key, self.strategy)
 
@@ -48,7 +49,8 @@ class PlannedMeasurement:
             what = f"{self.label or 'strategy'} on {_clique(self.clique)}"
         else:
             what = f"marginal {_clique(self.clique)}"
-        return f"{what}: sensitivity {self.sensitivity:g}, noise std {sqrt(self.variance):.4g}"
+        per_unit = f" ({self.contribution} rows per unit)" if self.contribution > 1 else ""
+        return f"{what}: sensitivity {self.sensitivity:g}{per_unit}, noise std {sqrt(self.variance):.4g}"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,24 @@ class GroupPlan:
     unit_errors: dict[str, float]  # family -> expected weighted squared error at unit budget
 
 
+@dataclass(frozen=True)
+class AdaptivePlan:
+    """An adaptive procedure (AIM, RAP) run on `blocks` with budget `share`, and its simulated error."""
+
+    procedure: object  # a `planner.adaptive.Procedure`
+    share: float
+    blocks: tuple[Block, ...]
+    prediction: object  # a `planner.adaptive.Prediction`
+
+    def describe(self) -> str:
+        p = self.prediction
+        return (
+            f"run {self.procedure.name.upper()} on {len(self.blocks)} queries; error predicted by simulation on "
+            f"public synthetic data of the same domain and size (±{100 * p.spread:.0f}% across seeds, "
+            f"{p.seconds:.1f} s per run)"
+        )
+
+
 @dataclass
 class Plan:
     """Measurements with their budget shares, and every block's expected RMSE.
@@ -93,10 +113,12 @@ class Plan:
     objective: str = TOTAL_SQUARED
     free: list[str] = field(default_factory=list)  # blocks answered from earlier measurements
     planning_seconds: float = 0.0
+    adaptive: AdaptivePlan | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. why adaptive procedures were not considered
 
     @property
     def cost(self) -> float:
-        return sum(m.share for m in self.measurements)
+        return sum(m.share for m in self.measurements) + (self.adaptive.share if self.adaptive else 0.0)
 
     def cost_text(self, share: float | None = None) -> str:
         share = self.cost if share is None else share
@@ -111,7 +133,8 @@ class Plan:
         lines = [
             f"Plan: {self.chosen}, {self.noise} noise, cost {self.cost_text()}",
             f"  objective: minimize the {objective}; planned in {self.planning_seconds * 1000:.0f} ms, "
-            f"{len(self.measurements)} measurement(s) in one scan",
+            + (f"{self.adaptive.procedure.name.upper()} reads its candidate marginals in one scan"
+             if self.adaptive is not None else f"{len(self.measurements)} measurement(s) in one scan"),
         ]
         placed: set[int] = set()
         for i, g in enumerate(self.groups):
@@ -125,16 +148,21 @@ class Plan:
                 placed.add(j)
                 lines.append(f"{pad}• measure {m.describe()}; cost {self.cost_text(m.share)}")
             for name in g.blocks:
-                lines.append(f"{pad}  {name}: expected RMSE {self.expected_rmse.get(name, 0.0):.4g}")
+                kind = "predicted RMSE (simulated)" if self.adaptive is not None else "expected RMSE"
+                lines.append(f"{pad}  {name}: {kind} {self.expected_rmse.get(name, 0.0):.4g}")
         for j, m in enumerate(self.measurements):
             if j not in placed:
                 lines.append(f"  • measure {m.describe()}; cost {self.cost_text(m.share)}")
+        if self.adaptive is not None:
+            lines.append(f"  • {self.adaptive.describe()}; cost {self.cost_text(self.adaptive.share)}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
         if self.free:
             lines.append("  answered free from earlier measurements:")
             for name in self.free:
                 lines.append(f"    {name}: expected RMSE {self.expected_rmse.get(name, 0.0):.4g}")
         if self.alternatives:
-            lines.append("  alternatives for the whole workload (RMSE per row, in units of each query's sensitivity):")
+            lines.append("  alternatives for the whole workload (RMSE per row, in units of each query's sensitivity to one row):")
             best = min(a.total_squared_error for a in self.alternatives)
             for a in sorted(self.alternatives, key=lambda a: a.total_squared_error):
                 mark = "  <- chosen" if a.name == self.chosen else ""

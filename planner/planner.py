@@ -22,7 +22,17 @@ from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
 from planner.families import FAMILIES, budget_exponent, combined_unit_error, split
-from planner.plan import MAX_ERROR, OBJECTIVES, TOTAL_SQUARED, Alternative, GroupPlan, Plan, PlannedMeasurement
+from planner.adaptive import PROCEDURES, predict
+from planner.plan import (
+    MAX_ERROR,
+    OBJECTIVES,
+    TOTAL_SQUARED,
+    AdaptivePlan,
+    Alternative,
+    GroupPlan,
+    Plan,
+    PlannedMeasurement,
+)
 
 MIXED = "mixed"
 _MIN_MAX_ROUNDS = 12
@@ -44,6 +54,8 @@ def plan_workload(
     existing: Iterable[tuple[Clique, float]] = (),
     objective: str = TOTAL_SQUARED,
     families: Iterable[str] | None = None,
+    rows: float | None = None,
+    contribution: int = 1,
 ) -> Plan:
     """Plan the blocks of `workload` under `budget` (ρ for Gaussian, ε for Laplace noise).
 
@@ -53,6 +65,11 @@ def plan_workload(
     weighted by 1/sensitivity² unless the caller set other weights) or
     MAX_ERROR (the largest normalized per-query RMSE, by reweighting).
     `families` restricts the strategy families considered (default: all).
+    `rows` is the table's public (or already released) size: with it, adaptive
+    procedures (AIM, RAP) are costed by simulation and win the whole workload
+    when their predicted total squared error is lower (TOTAL_SQUARED only).
+    `contribution` is the most rows one privacy unit may contribute (the table's
+    bound k): every measurement's sensitivity is multiplied by it.
     """
     if noise not in NOISE_KINDS:
         raise ValueError(f"unknown noise {noise!r}")
@@ -66,9 +83,11 @@ def plan_workload(
     if not allowed:
         raise ValueError(f"no strategy family among {families}")
     if objective == TOTAL_SQUARED:
-        plan = _plan(workload, budget, noise, delta, existing, allowed)
+        plan = _plan(workload, budget, noise, delta, existing, allowed, contribution)
+        if families is None and contribution == 1 and not any(b.mapped_rows for b in workload.blocks):
+            plan = _with_adaptive(plan, workload, budget, rows)
     else:
-        plan = _plan_min_max(workload, budget, noise, delta, existing, allowed)
+        plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution)
     plan.planning_seconds = time.perf_counter() - started
     return plan
 
@@ -92,7 +111,7 @@ class _Costs:
         return combined_unit_error(errors, noise) if errors else 0.0
 
 
-def _plan(workload: Workload, budget: float, noise: str, delta: float, existing, allowed) -> Plan:
+def _plan(workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int = 1) -> Plan:
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
     families = {cls.name: cls(domain, noise) for cls in allowed}
@@ -146,23 +165,59 @@ def _plan(workload: Workload, budget: float, noise: str, delta: float, existing,
         for alloc in families[name].allocate(bs):
             share = budget * fraction * alloc.fraction
             planned = PlannedMeasurement(
-                alloc.clique, alloc.block, share, alloc.sensitivity, 0.0, name, alloc.strategy, alloc.label
+                alloc.clique, alloc.block, share, alloc.sensitivity * contribution, 0.0, name, alloc.strategy,
+                alloc.label, contribution,
             )
-            cal = calibrate(noise, alloc.sensitivity, share, query_step(planned.query(domain)))
+            cal = calibrate(noise, planned.sensitivity, share, query_step(planned.query(domain)))
             measurements.append(replace(planned, variance=cal.variance))
 
     rows = sum(b.num_rows(domain) * b.weight for b in blocks)
+    scale = contribution**2 / budget**k  # every noise variance is Δ²k²/(2ρ) or 2Δ²k²/ε²
     alternatives = [
-        Alternative(name, error / budget**k, rows)
+        Alternative(name, error * scale, rows)
         for name in families
         if (error := cost(name, blocks)) < float("inf")
     ]
     label = parts[0][0] if len(parts) == 1 else MIXED
     if len(parts) > 1:
-        alternatives.append(Alternative(MIXED, combined_unit_error(unit_errors, noise) / budget**k, rows))
+        alternatives.append(Alternative(MIXED, combined_unit_error(unit_errors, noise) * scale, rows))
 
     expected = expected_rmse(workload, measurements, existing)
     return Plan(noise, delta, measurements, family_of, expected, alternatives, label, groups)
+
+
+def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | None) -> Plan:
+    """The plan, or an adaptive procedure's plan when its simulated error is lower."""
+    blocks = [b for b in workload.blocks if b.terms]
+    domain = workload.domain
+    reasons = {p.name: p.eligible(domain, blocks, plan.noise) for p in PROCEDURES}
+    eligible = [p for p in PROCEDURES if reasons[p.name] is None]
+    if not blocks or not eligible:
+        return plan
+    if rows is None:
+        plan.notes.append(
+            f"{', '.join(p.name.upper() for p in eligible)} not costed: the table's size is unknown "
+            f"(declare `rows` in the catalog, or measure a COUNT(*) first)"
+        )
+        return plan
+    linear = sum(b.weight * b.num_rows(domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
+    weighted_rows = sum(b.weight * b.num_rows(domain) for b in blocks)
+    best, best_error = None, linear
+    for procedure in eligible:
+        prediction = predict(procedure, domain, blocks, budget, rows)
+        plan.alternatives.append(Alternative(f"{procedure.name} (simulated)", prediction.total_squared_error, weighted_rows))
+        if prediction.total_squared_error < best_error:
+            best, best_error = (procedure, prediction), prediction.total_squared_error
+    if best is None:
+        return plan
+    procedure, prediction = best
+    group = GroupPlan(domain.canonical(a for b in blocks for a in b.attributes(domain)), [b.name for b in blocks],
+                      procedure.name, {})
+    return replace(
+        plan, measurements=[], family_of={b.name: procedure.name for b in blocks}, expected_rmse=dict(prediction.rmse),
+        chosen=f"{procedure.name} (simulated)", groups=[group],
+        adaptive=AdaptivePlan(procedure, budget, tuple(blocks), prediction),
+    )
 
 
 def _normalized_rmse(plan: Plan, workload: Workload) -> dict[str, float]:
@@ -174,7 +229,9 @@ def _normalized_rmse(plan: Plan, workload: Workload) -> dict[str, float]:
     }
 
 
-def _plan_min_max(workload: Workload, budget: float, noise: str, delta: float, existing, allowed) -> Plan:
+def _plan_min_max(
+    workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int = 1
+) -> Plan:
     """Minimize the largest normalized RMSE by multiplicative reweighting of the blocks."""
     base = {b.name: b.weight for b in workload.blocks}
     multiplier = {b.name: 1.0 for b in workload.blocks}
@@ -184,7 +241,7 @@ def _plan_min_max(workload: Workload, budget: float, noise: str, delta: float, e
         reweighted = Workload(
             workload.domain, [replace(b, weight=base[b.name] * multiplier[b.name]) for b in workload.blocks]
         )
-        plan = _plan(reweighted, budget, noise, delta, existing, allowed)
+        plan = _plan(reweighted, budget, noise, delta, existing, allowed, contribution)
         errors = _normalized_rmse(plan, workload)
         if not errors:
             return plan
@@ -204,11 +261,13 @@ def budget_for_accuracy(
     noise: str = GAUSSIAN,
     delta: float = 0.0,
     existing: Iterable[tuple[Clique, float]] = (),
+    contribution: int = 1,
 ) -> tuple[float, Plan]:
     """The smallest budget whose MAX_ERROR plan gives every block a normalized RMSE ≤ max_rmse.
 
-    Normalized RMSE is the RMSE divided by the block's L2 sensitivity: counts
-    are in persons, a SUM in units of its largest per-person value. Without
+    Normalized RMSE is the RMSE divided by the block's L2 sensitivity per row:
+    counts are in rows, a SUM in units of its largest per-row value; with a
+    privacy unit of `contribution` rows the budget grows to match. Without
     earlier measurements every error scales as budget^(-1/2) (Gaussian) or
     budget^(-1) (Laplace), so one plan at a unit budget gives the answer; the
     result is then checked and nudged up until the target holds.
@@ -216,14 +275,14 @@ def budget_for_accuracy(
     if not max_rmse > 0:
         raise ValueError("the accuracy target must be positive")
     existing = list(existing)
-    unit = plan_workload(workload, 1.0, noise, delta, existing, MAX_ERROR)
+    unit = plan_workload(workload, 1.0, noise, delta, existing, MAX_ERROR, contribution=contribution)
     worst = max(_normalized_rmse(unit, workload).values(), default=0.0)
     if worst == 0:
         return 0.0, unit
     power = 2.0 if noise == GAUSSIAN else 1.0
     budget = (worst / max_rmse) ** power
     for _ in range(20):
-        plan = plan_workload(workload, budget, noise, delta, existing, MAX_ERROR)
+        plan = plan_workload(workload, budget, noise, delta, existing, MAX_ERROR, contribution=contribution)
         achieved = max(_normalized_rmse(plan, workload).values())
         if achieved <= max_rmse * (1 + 1e-9):
             return budget, plan

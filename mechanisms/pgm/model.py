@@ -45,6 +45,8 @@ _TINY = 1e-300  # floor for log μ in warm starts (probabilities below it underf
 class GraphicalModel:
     """p_θ(x) ∝ exp Σ_C θ_C(x_C) on a junction tree, scaled to `total` rows."""
 
+    kind = "graphical model"
+
     def __init__(
         self,
         tree: JunctionTree,

@@ -69,6 +69,8 @@ def block_answers(relaxed, encoding: OneHot, block: Block):
 class RelaxedData:
     """An `Estimator` over blocks on `attributes`, from RAP's relaxed synthetic data."""
 
+    kind = "relaxed synthetic data (RAP)"
+
     def __init__(
         self,
         domain: Domain,
