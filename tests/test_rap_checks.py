@@ -8,20 +8,19 @@ C3: the partition, inclusion-exclusion and negated forms of r-of-k agree.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from itertools import product
 from math import comb
 
 import numpy as np
 import pytest
 
-from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
+from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_delta, zcdp_to_epsilon
 from mechanisms.domain import Domain
 from mechanisms.measurement import GAUSSIAN, calibrate
 from mechanisms.noise import RandomSource
 from mechanisms.rap import RAPConfig, RecordCounts, Threshold, ThresholdQueries, ThresholdWorkload, run_rap
 from mechanisms.rap.multilinear import BooleanFunction
-from mechanisms.rap.selection import gumbel_scale
+from mechanisms.rap.selection import NoisyTopK, gumbel_scale
 
 ADULT_N = 48842
 DELTA = 1 / ADULT_N**2
@@ -47,6 +46,7 @@ def test_c1_engine_conversion_is_tighter_and_round_trips(epsilon):
     """The engine's CKS conversion gives at least the paper's rho, and converts back to epsilon."""
     rho = epsilon_delta_to_zcdp(epsilon, DELTA)
     assert rho >= paper_rho(epsilon, DELTA)
+    assert zcdp_to_delta(paper_rho(epsilon, DELTA), epsilon) <= DELTA  # the paper's rho is valid here too
     assert zcdp_to_epsilon(rho, DELTA) == pytest.approx(epsilon, rel=1e-9)
 
 
@@ -71,8 +71,16 @@ def test_c2_gm_baseline(m, sigma):
     assert got == pytest.approx(sigma, rel=1.2e-2)  # the report prints 2 significant digits
 
 
-def test_c2_mechanism_uses_these_scales():
-    """run_rap's released answers carry noise variance T K / rho (counts^2), selection included."""
+def test_c2_mechanism_uses_these_scales(monkeypatch):
+    """run_rap selects with Gumbel scale sqrt(T K / rho) and releases with variance T K / rho (counts)."""
+    scales = []
+
+    class RecordingTopK(NoisyTopK):
+        def __init__(self, k, scale, rng):
+            scales.append(scale)
+            super().__init__(k, scale, rng)
+
+    monkeypatch.setattr("mechanisms.rap.mechanism.NoisyTopK", RecordingTopK)
     domain = Domain(("a", "b", "c"), (4, 3, 5))
     rng = np.random.default_rng(0)
     records = np.stack([rng.integers(0, s, 300) for s in domain.sizes], axis=1)
@@ -80,6 +88,7 @@ def test_c2_mechanism_uses_these_scales():
     rho, t, k = 0.5, 3, 4
     config = RAPConfig(rounds=t, per_round=k, synthetic_rows=20, one_way_fraction=0.0)
     result = run_rap(source, RecordCounts(domain, records), rho, RandomSource(1), config, rows=300)
+    assert scales == pytest.approx([math.sqrt(t * k / rho)] * t, rel=1e-8)
     assert result.release.variance == pytest.approx(t * k / rho, rel=1e-6)
     assert len(result.release.ids) == t * k and len(set(result.release.ids.tolist())) == t * k
 
@@ -122,22 +131,37 @@ def test_c3_inclusion_exclusion_coefficients_are_the_closed_form(k):
         assert got == want
 
 
-@pytest.mark.parametrize("k", range(1, 6))
+@pytest.mark.parametrize("k", range(1, 7))
 def test_c3_three_forms_agree(k):
+    """Partition form, inclusion-exclusion, the complemented expansion and 1 - phi_{k-r+1}(1 - z)."""
     rng = np.random.default_rng(k)
     for r in range(1, k + 1):
         f = BooleanFunction.threshold(k, r)
         plain, negated = f.moebius(), f.complemented().moebius()
-        for z in rng.random((10, k)):
-            part = partition_form(z, r)
-            assert expansion_value(plain, z) == pytest.approx(part, abs=1e-14)
-            assert expansion_value(negated, 1 - z) == pytest.approx(part, abs=1e-14)
-        for cube in product((0, 1), repeat=k):  # exactly, in rationals, on the cube
-            z = [Fraction(v) for v in cube]
+        z = rng.random((k, 100))  # atom j's values at 100 random points
+        part = partition_form(z, r)
+        np.testing.assert_allclose(expansion_value(plain, z), part, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(expansion_value(negated, 1 - z), part, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(1 - partition_form(1 - z, k - r + 1), part, rtol=0, atol=1e-14)  # Sec 4.4.2
+        for cube in product((0, 1), repeat=k):  # exactly (integer arithmetic) on the cube
+            z = list(cube)
             want = int(sum(cube) >= r)
             assert partition_form(z, r) == want
             assert expansion_value(plain, z) == want
             assert expansion_value(negated, [1 - v for v in z]) == want
+
+
+@pytest.mark.parametrize(
+    "k, counts",
+    [(3, [7, 4, 1]), (4, [15, 11, 5, 1]), (5, [31, 26, 16, 6, 1])],
+)
+def test_c3_term_counts_match_the_report(k, counts):
+    """Partition terms sum_{t >= r} C(k, t); the chosen expansion's non-constant terms: IE after negation."""
+    for r, partition_terms in enumerate(counts, start=1):
+        assert sum(comb(k, t) for t in range(r, k + 1)) == partition_terms
+        _, coefficients = BooleanFunction.threshold(k, r).expansion()
+        r_used = k - r + 1 if 2 * r <= k else r  # the negation trick applies for r <= k / 2
+        assert len([m for m in coefficients if m]) == sum(comb(k, i) for i in range(r_used, k + 1))
 
 
 def test_negation_trick_shortens_small_r():

@@ -93,6 +93,8 @@ def test_tk_rule():
     assert tk_rule(1e-2, 50_000, 10**7) == (12, 170)  # capped at max_measured
     assert tk_rule(1e-3, 50_000, 2000) == (8, 125)
     assert tk_rule(1e-2, 50_000, 500) == (1, 500)  # capped by the whole workload: non-adaptive
+    assert tk_rule(1e-2, 50_000, 500, RAPConfig(rounds=4)) == (4, 125)  # a given T is kept
+    assert tk_rule(1e-2, 50_000, 500, RAPConfig(per_round=50)) == (10, 50)  # and so is a given K
     assert tk_rule(1.0, 10, 10**6, RAPConfig(rounds=4, per_round=2)) == (4, 2)
     with pytest.raises(ValueError):
         tk_rule(1.0, 10, 5, RAPConfig(rounds=3, per_round=2))

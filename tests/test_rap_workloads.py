@@ -43,6 +43,7 @@ THRESHOLDS = [
     Threshold.r_of_k(("a", "b", "d"), 1),
     Threshold.r_of_k(("a", "b", "d"), 2),
     Threshold.r_of_k(("a", "b", "d"), 3),
+    *(Threshold.r_of_k(("a", "b", "c", "d"), r) for r in range(1, 5)),
     Threshold.r_of_k(("b",), 1),
     Threshold(("a", "c", "d"), BooleanFunction.of(3, lambda m: (m & 1 and not m & 2) or m & 4)),
 ]

@@ -78,19 +78,20 @@ class RAPConfig:
 def tk_rule(rho: float, rows: float, n_queries: int, config: RAPConfig = RAPConfig()) -> tuple[int, int]:
     """(T, K): explicit values, or c = T·K from the noise target and T = ceil(sqrt(c) / 4).
 
-    When c reaches the workload size every query is measured: (1, |Q|), non-adaptive RAP.
+    A given T (or K) is kept and the other is c divided by it. With neither given
+    and c reaching the workload size, every query is measured: (1, |Q|), non-adaptive RAP.
     """
     if config.rounds is not None and config.per_round is not None:
         t, k = config.rounds, config.per_round
     else:
         c = int(round(config.noise_target**2 * rho * rows**2))
         c = max(1, min(c, config.max_measured, n_queries))
-        if c == n_queries:  # every query gets measured: non-adaptive RAP
-            return 1, n_queries
         if config.rounds is not None:
             t = config.rounds
         elif config.per_round is not None:
             t = max(1, c // config.per_round)
+        elif c == n_queries:  # every query gets measured: non-adaptive RAP
+            return 1, n_queries
         else:
             t = max(1, ceil(sqrt(c) / 4))
         k = config.per_round if config.per_round is not None else max(1, c // t)
