@@ -7,7 +7,9 @@ seeded mixture of product distributions over the same domain and row count,
 `planner.rap_family.synthetic_records`) — never on the private table — at the
 real budget, measuring the error of its answers to every block against the
 synthetic truth. `SIMULATIONS` seeds are run; the prediction is their mean and
-its stated uncertainty their relative spread.
+its stated uncertainty their relative spread — except that a first run already
+`CLEAR_LOSS` times worse than the best linear plan ends the simulation (a
+simulated AIM run costs seconds to minutes; its loss is clear after one).
 
 Each procedure says which workloads it can take (`eligible`), predicts its
 error (`predict`, cached per workload, budget and row count) and executes on
@@ -37,6 +39,7 @@ from planner.rap_family import RAP, RAP_MIN_QUERIES, synthetic_records
 
 AIM = "aim"
 SIMULATIONS = 2  # seeds per prediction
+CLEAR_LOSS = 1.5  # a first run this many times worse than the alternative ends the simulation
 AIM_MIN_CLIQUES = 4  # fewer marginals: identity marginals and least squares are hard to beat
 
 Fetch = Callable[[list[Clique]], dict[Clique, np.ndarray]]  # exact marginal counts (never released)
@@ -48,7 +51,7 @@ class Prediction:
 
     rmse: dict[str, float]
     total_squared_error: float  # Σ_b weight_b · Σ_rows squared error, as the planner weighs it
-    spread: float  # relative half-range of the total over the simulations
+    spread: float  # relative half-range of the total over the simulations (nan after one run)
     seconds: float  # wall time of one simulated run
 
 
@@ -148,17 +151,26 @@ PROCEDURES: list[Procedure] = [AIMProcedure(), RAPProcedure()]
 _PREDICTIONS: dict[tuple, Prediction] = {}
 
 
-def predict(procedure: Procedure, domain: Domain, blocks: list[Block], rho: float, rows: float) -> Prediction:
-    """The procedure's error on the blocks at budget ρ, simulated on public synthetic data (cached)."""
+def predict(
+    procedure: Procedure, domain: Domain, blocks: list[Block], rho: float, rows: float, alternative: float = math.inf
+) -> Prediction:
+    """The procedure's error on the blocks at budget ρ, simulated on public synthetic data (cached).
+
+    `alternative` is the best linear plan's total squared error (for the early stop).
+    """
     key = (procedure.name, domain, tuple(sorted((b.fingerprint(domain), b.weight) for b in blocks)), rho, round(rows))
     if key not in _PREDICTIONS:
-        _PREDICTIONS[key] = _simulate(procedure, domain, blocks, rho, int(round(rows)))
+        _PREDICTIONS[key] = _simulate(procedure, domain, blocks, rho, int(round(rows)), alternative)
     return _PREDICTIONS[key]
 
 
-def _simulate(procedure: Procedure, domain: Domain, blocks: list[Block], rho: float, rows: int) -> Prediction:
+def _simulate(
+    procedure: Procedure, domain: Domain, blocks: list[Block], rho: float, rows: int, alternative: float
+) -> Prediction:
     totals, per_block, seconds = [], {b.name: 0.0 for b in blocks}, 0.0
     for seed in range(SIMULATIONS):
+        if totals and totals[0] > CLEAR_LOSS * alternative:
+            break
         records = synthetic_records(domain, rows, seed)
 
         def fetch(cliques: list[Clique]) -> dict[Clique, np.ndarray]:
@@ -171,10 +183,11 @@ def _simulate(procedure: Procedure, domain: Domain, blocks: list[Block], rho: fl
         for b in blocks:
             truth = b.matrix(domain).matvec(_marginal_of(domain, records, b.attributes(domain)))
             squared = float(np.sum((release.estimator.estimate(b) - truth) ** 2))
-            per_block[b.name] += squared / b.num_rows(domain) / SIMULATIONS
+            per_block[b.name] += squared / b.num_rows(domain)
             total += b.weight * squared
         totals.append(total)
+    runs = len(totals)
     mean = float(np.mean(totals))
-    spread = (max(totals) - min(totals)) / 2 / mean if mean > 0 else 0.0
-    rmse = {name: math.sqrt(v) for name, v in per_block.items()}
-    return Prediction(rmse, mean, spread, seconds / SIMULATIONS)
+    spread = (max(totals) - min(totals)) / 2 / mean if mean > 0 and runs > 1 else math.nan
+    rmse = {name: math.sqrt(v / runs) for name, v in per_block.items()}
+    return Prediction(rmse, mean, spread, seconds / runs)

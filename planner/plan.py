@@ -89,8 +89,7 @@ class AdaptivePlan:
         p = self.prediction
         return (
             f"run {self.procedure.name.upper()} on {len(self.blocks)} queries; error predicted by simulation on "
-            f"public synthetic data of the same domain and size (±{100 * p.spread:.0f}% across seeds, "
-            f"{p.seconds:.1f} s per run)"
+            f"public synthetic data of the same domain and size ({_spread(p.spread)}, {p.seconds:.1f} s per run)"
         )
 
 
@@ -169,6 +168,10 @@ class Plan:
                 ratio = a.total_squared_error / best if best > 0 else 1.0
                 lines.append(f"    {a.name}: {a.rmse:.4g} ({ratio:.3g}x the best squared error){mark}")
         return "\n".join(lines)
+
+
+def _spread(spread: float) -> str:
+    return "one run" if spread != spread else f"±{100 * spread:.0f}% across seeds"
 
 
 def _belongs(m: PlannedMeasurement, g: GroupPlan, groups: list[GroupPlan]) -> bool:

@@ -204,7 +204,7 @@ def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | 
     weighted_rows = sum(b.weight * b.num_rows(domain) for b in blocks)
     best, best_error = None, linear
     for procedure in eligible:
-        prediction = predict(procedure, domain, blocks, budget, rows)
+        prediction = predict(procedure, domain, blocks, budget, rows, linear)
         plan.alternatives.append(Alternative(f"{procedure.name} (simulated)", prediction.total_squared_error, weighted_rows))
         if prediction.total_squared_error < best_error:
             best, best_error = (procedure, prediction), prediction.total_squared_error
