@@ -99,8 +99,8 @@ def test_threshold_batch_runs_rap_and_later_queries_are_free(tmp_path):
     con = duckdb.connect()
     rng = np.random.default_rng(5)
     data = rng.integers(0, 4, (20_000, 10))
-    frame = {c: data[:, i] for i, c in enumerate(columns)}
-    con.execute("CREATE TABLE u AS SELECT * FROM frame")
+    con.register("generated", {c: data[:, i] for i, c in enumerate(columns)})
+    con.execute("CREATE TABLE u AS SELECT * FROM generated")
     conn = dpsql.connect(con=con, catalog=catalog, epsilon=2.0, delta=1e-6, state=str(tmp_path / "l"), seed=1)
     cur = conn.cursor()
     cur.execute("SELECT COUNT(*) FROM u")
