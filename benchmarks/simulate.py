@@ -4,20 +4,25 @@ The exact marginals are computed once; each draw releases every planned
 measurement with fresh exact noise (seeded), refits the least-squares model
 and answers every block. `per_query_rmse` simulates what per-query DP SQL
 systems do: each query gets its own noise and is answered on its own.
+`adaptive_squared_errors` runs an adaptive procedure (AIM, RAP) on the exact
+counts, one run per draw seeded by the draw, and scores its estimator.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from dpsql.backend import Backend
 from dpsql.catalog import Table
+from mechanisms.marginals import Clique
 from mechanisms.measurement import measure
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel
-from mechanisms.workload import Workload
+from mechanisms.workload import Block, Workload
+from planner.adaptive import Procedure
 from planner.families import PerQuery, split
 from planner.plan import Plan
 
@@ -38,6 +43,33 @@ def exact(table: Table, workload: Workload, backend: Backend, extra_cliques=()) 
         for b in workload.blocks
     }
     return Truth(counts, answers)
+
+
+def fetcher(backend: Backend, table: Table, truth: Truth) -> Callable[[list[Clique]], dict[Clique, np.ndarray]]:
+    """Exact integer marginals for adaptive procedures, computed once per clique (seeded with `truth`)."""
+    cache = dict(truth.counts)
+
+    def fetch(cliques: list[Clique]) -> dict[Clique, np.ndarray]:
+        missing = [c for c in dict.fromkeys(cliques) if c not in cache]
+        if missing:
+            cache.update(backend.marginals(table, missing))
+        return {c: cache[c] for c in cliques}
+
+    return fetch
+
+
+def adaptive_squared_errors(
+    procedure: Procedure, workload: Workload, blocks: list[Block], budget: float, truth: Truth,
+    fetch: Callable[[list[Clique]], dict[Clique, np.ndarray]], rows: int, draws: int,
+) -> dict[str, float]:
+    """Mean squared error per row of every block when `procedure` answers `blocks` (seed = draw)."""
+    domain = workload.domain
+    squared = {b.name: 0.0 for b in workload.blocks}
+    for draw in range(draws):
+        release = procedure.run(domain, blocks, budget, fetch, RandomSource(seed=draw), rows, None)
+        for b in blocks:
+            squared[b.name] += float(np.mean((release.estimator.estimate(b) - truth.answers[b.name]) ** 2)) / draws
+    return squared
 
 
 def plan_squared_errors(plan: Plan, workload: Workload, truth: Truth, draws: int, noise: str) -> dict[str, float]:
