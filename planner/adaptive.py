@@ -30,12 +30,12 @@ import numpy as np
 from mechanisms.aim import aim, workload_candidates
 from mechanisms.domain import Domain
 from mechanisms.marginals import Clique
-from mechanisms.measurement import GAUSSIAN, Measurement, query_step
+from mechanisms.measurement import GAUSSIAN, Measurement
 from mechanisms.noise import RandomSource
 from mechanisms.rap import BlockQueries, MarginalCounts, RAPConfig, run_rap
 from mechanisms.reconstruction import Estimator
 from mechanisms.workload import Block
-from planner.rap_family import RAP, RAP_MIN_QUERIES, synthetic_records
+from planner.rap_family import RAP, RAP_MIN_QUERIES, counting_blocks, synthetic_records
 
 AIM = "aim"
 SIMULATIONS = 2  # seeds per prediction
@@ -74,14 +74,6 @@ class Procedure(Protocol):
         rows: float | None, progress: Callable[[float, str], None] | None,
     ) -> AdaptiveRelease:
         """Execute under ρ-zCDP on exact counts from `fetch`."""
-
-
-def _counting(domain: Domain, blocks: list[Block]) -> bool:
-    """Every block a counting query: integer answers, L2 sensitivity at most 1 per row."""
-    return all(
-        b.terms and b.sensitivity(domain, 2) <= 1.0 + 1e-9 and query_step(b.matrix(domain)).denominator == 1
-        for b in blocks
-    )
 
 
 def _marginal_of(domain: Domain, records: np.ndarray, clique: Clique) -> np.ndarray:
@@ -132,7 +124,7 @@ class RAPProcedure:
             return "RAP needs a zCDP (Gaussian) budget"
         if sum(b.num_rows(domain) for b in blocks) < RAP_MIN_QUERIES:
             return f"fewer than {RAP_MIN_QUERIES} query rows"
-        if not _counting(domain, blocks):
+        if not counting_blocks(domain, blocks):
             return "RAP answers counting queries only"
         return None
 

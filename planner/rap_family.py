@@ -82,6 +82,14 @@ def synthetic_records(domain: Domain, rows: int, seed: int, components: int = 8,
     return out
 
 
+def counting_blocks(domain: Domain, blocks: list[Block]) -> bool:
+    """Every block a counting query: integer answers, L2 sensitivity at most 1 per row."""
+    return all(
+        b.terms and b.sensitivity(domain, 2) <= 1.0 + 1e-9 and query_step(b.matrix(domain)).denominator == 1
+        for b in blocks
+    )
+
+
 class RAPRoute:
     """Predicts RAP's error on a workload by simulation and decides whether RAP should answer it."""
 
@@ -95,10 +103,7 @@ class RAPRoute:
         """Gaussian noise, counting blocks only, and a large enough batch."""
         if noise != GAUSSIAN or sum(b.num_rows(self.domain) for b in blocks) < RAP_MIN_QUERIES:
             return False
-        return all(
-            b.terms and b.sensitivity(self.domain, 2) <= 1.0 + 1e-9 and query_step(b.matrix(self.domain)).denominator == 1
-            for b in blocks
-        )
+        return counting_blocks(self.domain, blocks)
 
     def predict(self, blocks: list[Block], rho: float) -> RAPPrediction:
         """RAP's RMSE per row (counts) at budget rho, simulated on domain-shaped synthetic data."""
