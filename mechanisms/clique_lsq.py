@@ -118,8 +118,9 @@ def _kron_vectors(vectors):
 
 
 def _kron_matrices(mats):
-    out = mats[0]
-    for a in mats[1:]:
+    """⊗ mats; the empty product (a factor over no attributes) is the 1×1 identity."""
+    out = xp().ones((1, 1))
+    for a in mats:
         out = xp().kron(out, a)
     return out
 

@@ -87,3 +87,12 @@ def test_large_attributes_are_left_to_other_families():
     domain = Domain(("x",), (5000,))
     blocks = [Block(f"r{i}", (), [Term(1.0, {"x": Dense([np.r_[np.zeros(i), np.ones(5000 - i)]])})]) for i in (10, 2000)]
     assert HDMMFamily(domain, "gaussian").unit_error(blocks) == math.inf
+
+
+def test_a_query_over_a_whole_attribute_domain_plans():
+    # `age <= 99` reads no attribute (the range is the whole domain): its component has an
+    # empty clique, whose strategy factor spans no attribute (a regression: IndexError).
+    w = workload(*AGE_RANGES[:3], "SELECT COUNT(*) FROM people WHERE age <= 99")
+    plan = plan_workload(w, 1.0, families=[HDMM])
+    assert () in {m.clique for m in plan.measurements}
+    assert all(math.isfinite(r) and r > 0 for r in plan.expected_rmse.values())
