@@ -188,29 +188,39 @@ def _check_size(size: int) -> None:
         raise ValueError(f"size must be >= 0, got {size}")
 
 
+_INT64 = 2**63
+
+
+def _integer_array(values: list[int]) -> np.ndarray:
+    """int64 when every value fits, else exact Python integers (dtype object): never wraps."""
+    if all(-_INT64 <= v < _INT64 for v in values):
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=object)
+
+
 def discrete_laplace_vector(
     scale: Fraction | int, size: int, rng: RandomSource | None = None
 ) -> np.ndarray:
-    """`size` independent discrete Laplace(scale) samples as an int64 array."""
+    """`size` independent discrete Laplace(scale) samples (int64, or exact integers beyond its range)."""
     b = _as_fraction(scale, "scale")
     _check_size(size)
     if b == 0:
         return np.zeros(size, dtype=np.int64)
     t, s, rb = b.numerator, b.denominator, _source(rng).randbelow
-    return np.array([_discrete_laplace(t, s, rb) for _ in range(size)], dtype=np.int64)
+    return _integer_array([_discrete_laplace(t, s, rb) for _ in range(size)])
 
 
 def discrete_gaussian_vector(
     sigma2: Fraction | int, size: int, rng: RandomSource | None = None
 ) -> np.ndarray:
-    """`size` independent discrete Gaussian(sigma2) samples as an int64 array."""
+    """`size` independent discrete Gaussian(sigma2) samples (int64, or exact integers beyond its range)."""
     s2 = _as_fraction(sigma2, "sigma2")
     _check_size(size)
     if s2 == 0:
         return np.zeros(size, dtype=np.int64)
     p, q, t, d = _gaussian_params(s2)
     rb = _source(rng).randbelow
-    return np.array([_discrete_gaussian(p, q, t, d, rb) for _ in range(size)], dtype=np.int64)
+    return _integer_array([_discrete_gaussian(p, q, t, d, rb) for _ in range(size)])
 
 
 # ---------------------------------------------------------------------------

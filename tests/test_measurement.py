@@ -390,3 +390,13 @@ def test_measure_multi_term_sum(kind, share):
     np.testing.assert_allclose([float(e) for e in exact], q.matvec(counts.astype(float)))
     noise = lattice_noise(released, exact, step)
     check_noise(noise, step, cal.variance)
+
+
+def test_a_very_fine_lattice_releases_exactly():
+    # Entries 10^-24 apart put the noise ~10^24 lattice units wide, beyond int64 (a
+    # regression: HDMM strategies with many rounded Kronecker factors overflowed here).
+    counts = np.array([3, 5], dtype=np.int64)
+    q = Dense(np.array([[1.0, 1e-24], [0.5, 1.0]]))
+    released, cal = measure(counts, q, GAUSSIAN, 0.5, RandomSource(8))
+    assert cal.granularity == Fraction(1, 10**24)
+    assert np.all(np.isfinite(released)) and np.all(np.abs(released - q.matvec(counts)) < 50)

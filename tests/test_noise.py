@@ -154,6 +154,16 @@ def test_discrete_gaussian_large_sigma() -> None:
     assert_moments(samples, discrete_gaussian_variance(sigma2))
 
 
+def test_noise_beyond_int64_stays_exact() -> None:
+    # A strategy with a very fine lattice step (e.g. a Kronecker product of many rounded
+    # factors) needs noise far beyond 2^63 lattice units: it must not wrap or fail.
+    samples = discrete_gaussian_vector(Fraction(10**40), 200, RandomSource(5))
+    assert samples.dtype == object and all(isinstance(int(v), int) for v in samples)
+    assert 0.5 < np.std(samples.astype(float)) / 1e20 < 1.5
+    assert discrete_laplace_vector(Fraction(10**30), 5, RandomSource(6)).dtype == object
+    assert discrete_gaussian_vector(Fraction(4), 5, RandomSource(7)).dtype == np.int64
+
+
 def test_discrete_gaussian_degenerate_and_invalid() -> None:
     rng = RandomSource(0)
     assert sample_discrete_gaussian(0, rng) == 0
