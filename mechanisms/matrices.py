@@ -297,6 +297,9 @@ class Weighted(Matrix):
     def _matmat(self, x):
         return self.weight * self.base._matmat(x)
 
+    def dense(self):
+        return self.weight * self.base.dense()
+
     def transpose(self) -> Matrix:
         return Weighted(self.base.transpose(), self.weight)
 
@@ -340,6 +343,9 @@ class Sum(Matrix):
 
     def _matmat(self, x):
         return reduce(lambda a, b: a + b, (t._matmat(x) for t in self.terms))
+
+    def dense(self):
+        return reduce(lambda a, b: a + b, (t.dense() for t in self.terms))
 
     def transpose(self) -> Matrix:
         return Sum([t.transpose() for t in self.terms])
