@@ -193,5 +193,8 @@ from planner.range_family import RangeTrees  # noqa: E402
 
 # Every family the planner considers, in order of preference on ties.
 from planner.hdmm_family import HDMMFamily  # noqa: E402
+from planner.factorization_family import FactorizationFamily  # noqa: E402
 
-FAMILIES: list[type[Family]] = [PerQuery, Marginals, RangeTrees, MarginalPlanner, ResidualPlanner, HDMMFamily]
+FAMILIES: list[type[Family]] = [
+    PerQuery, Marginals, RangeTrees, MarginalPlanner, ResidualPlanner, HDMMFamily, FactorizationFamily,
+]

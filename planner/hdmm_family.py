@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-import networkx as nx
 import numpy as np
 
 from mechanisms.domain import Domain
@@ -42,6 +41,7 @@ from mechanisms.matrices import Dense, Matrix
 from mechanisms.measurement import GAUSSIAN, Measurement
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block
+from planner.components import connected_components
 
 if TYPE_CHECKING:
     from planner.families import Allocation
@@ -122,19 +122,12 @@ class HDMMFamily:
         return self.domain.canonical({a for b in blocks for a in b.attributes(self.domain)})
 
     def _solutions(self, blocks: list[Block]) -> list[_Solution] | None:
-        graph = nx.Graph()
-        live = [b for b in blocks if b.terms]
-        for i, b in enumerate(live):
-            graph.add_node(i)
-            graph.add_edges_from((i, ("attribute", a)) for a in b.attributes(self.domain))
         solved = []
-        for nodes in nx.connected_components(graph):
-            component = [live[i] for i in sorted(n for n in nodes if isinstance(n, int))]
-            if component:
-                key = self._key(component)
-                if key not in self._solved:
-                    self._solved[key] = self._optimize(component)
-                solved.append(self._solved[key])
+        for component in connected_components(blocks, self.domain):
+            key = self._key(component)
+            if key not in self._solved:
+                self._solved[key] = self._optimize(component)
+            solved.append(self._solved[key])
         return None if any(s is None for s in solved) else solved
 
     # --- optimization -------------------------------------------------------------
