@@ -13,6 +13,7 @@ variances are the same number (the exact variance of the discrete noise).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from math import gcd, prod
@@ -151,17 +152,76 @@ def _integer_units(values: np.ndarray, step: Fraction) -> np.ndarray:
     return np.asarray(ints, dtype=object)[inverse].reshape(flat.shape)
 
 
-def _kronecker_terms(query: Matrix) -> list[tuple[Fraction, list[Matrix], list[Fraction]]]:
-    """(term step, factors, factor steps) of a sum of weighted Kronecker products."""
+def _product_terms(query: Matrix) -> list[tuple[float, list[Matrix]]]:
+    """(coefficient, factors) of a sum of weighted Kronecker products."""
     from mechanisms.matrices import Kronecker, Sum, Weighted
 
     out = []
     for t in query.terms if isinstance(query, Sum) else [query]:
         coef, base = (t.weight, t.base) if isinstance(t, Weighted) else (1.0, t)
-        factors = base.factors if isinstance(base, Kronecker) else [base]
-        steps = [lattice_step(_factor_entries(f)) for f in factors]
+        out.append((coef, list(base.factors) if isinstance(base, Kronecker) else [base]))
+    return out
+
+
+def _kronecker_terms(query: Matrix) -> list[tuple[Fraction, list[Matrix], list[Fraction]]]:
+    """(term step, factors, factor steps) of a sum of weighted Kronecker products."""
+    out = []
+    for coef, factors in _product_terms(query):
+        steps = [_factor_step(f) for f in factors]
         out.append((Fraction(repr(float(coef))) * prod(steps, start=Fraction(1)), factors, steps))
     return out
+
+
+def exact_work(query: Matrix | None) -> tuple[int, int]:
+    """(entries read as exact decimals, integer multiply-adds) that `measure` spends on `query`.
+
+    Factors are applied one axis at a time, as `_exact_answer` does: a dense
+    r×n factor (r·n entries) on a tensor of m entries (n along its axis) costs
+    r·m; a diagonal (n entries) or all-ones factor costs m; the identity
+    costs nothing. The identity marginal (None) costs nothing either.
+    """
+    if query is None:
+        return 0, 0
+    entries = operations = 0
+    for _, factors in _product_terms(query):
+        shape = [f.shape[1] for f in factors]
+        for axis, f in enumerate(factors):
+            size = prod(shape)
+            if isinstance(f, (Diagonal, Ones)):
+                operations += size
+                entries += f.shape[1] if isinstance(f, Diagonal) else 0
+            elif not isinstance(f, Identity):
+                operations += f.shape[0] * size
+                entries += f.shape[0] * f.shape[1]
+            shape[axis] = f.shape[0]
+    return entries, operations
+
+
+# Exact lattice forms of general (dense) factors, by content: a strategy is released again on every
+# draw or session, and reading its entries as exact decimals is the slow part of a release.
+_DENSE_LATTICE: dict[str, tuple[Fraction, np.ndarray | None]] = {}
+_DENSE_LATTICE_SIZE = 64
+
+
+def _dense_lattice(f: Matrix, with_units: bool) -> tuple[Fraction, np.ndarray | None]:
+    """(lattice step, entries in integer units if asked) of a general factor, cached by content."""
+    dense = np.ascontiguousarray(f.dense(), dtype=float)
+    key = hashlib.sha1(dense.tobytes()).hexdigest() + repr(dense.shape)
+    step, units = _DENSE_LATTICE.get(key, (None, None))
+    if step is None:
+        step = lattice_step(dense)
+    if with_units and units is None:
+        units = _integer_units(dense, step)
+    if len(_DENSE_LATTICE) >= _DENSE_LATTICE_SIZE:
+        _DENSE_LATTICE.pop(next(iter(_DENSE_LATTICE)))
+    _DENSE_LATTICE[key] = (step, units)
+    return step, units
+
+
+def _factor_step(f: Matrix) -> Fraction:
+    if isinstance(f, (Identity, Ones, Diagonal)):
+        return lattice_step(_factor_entries(f))
+    return _dense_lattice(f, with_units=False)[0]
 
 
 def _factor_entries(f: Matrix) -> np.ndarray:
@@ -185,7 +245,9 @@ def _apply_exact(f: Matrix, step: Fraction, t: np.ndarray, axis: int) -> np.ndar
         shape = [1] * t.ndim
         shape[axis] = -1
         return t * units.reshape(shape)
-    units = _integer_units(np.asarray(f.dense(), dtype=float), step)
+    own, units = _dense_lattice(f, with_units=True)
+    if own != step:  # applied in another term's units
+        units = _integer_units(np.asarray(f.dense(), dtype=float), step)
     return np.moveaxis(np.tensordot(units, t, axes=([1], [axis])), 0, axis)
 
 
