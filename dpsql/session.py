@@ -28,6 +28,7 @@ from dpsql.errors import BudgetExceededError, Error, NotSupportedError, Operatio
 from dpsql.ledger import Ledger
 from dpsql.lookups import PublicTables
 from dpsql.result import Result, aggregate_answers, assemble
+from dpsql.scan_speed import duckdb_scan_speed
 from dpsql.statements import (
     BeginWorkload,
     EndWorkload,
@@ -51,6 +52,8 @@ from planner.plan import Plan
 from planner.chart import draw_chart, error_curves
 from planner.planner import budget_for_accuracy, plan_workload
 from planner.plan import TOTAL_SQUARED
+from planner.timing import ScanSpeed
+from planner.timing import predict as predict_time
 
 DEFAULT_QUERY_EPSILON = 0.1
 _REFUSED_KEYWORDS = {"ATTACH", "DETACH", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA", "CHECKPOINT"}
@@ -427,6 +430,7 @@ class Session:
         plans = {}
         for name, (table, blocks, free) in pending.items():
             workload = Workload(table.domain, blocks)
+            rows = self._rows(table)
             if not blocks:
                 plan = Plan(self.noise, self.delta, [], {}, {}, [], "answered from earlier measurements")
             elif max_rmse is not None:
@@ -436,14 +440,20 @@ class Session:
             else:
                 plan = plan_workload(
                     workload, shares[name], self.noise, self.delta, self._existing(table), objective,
-                    rows=self._rows(table), contribution=table.contribution,
+                    rows=rows, contribution=table.contribution,
                 )
+            if blocks:
+                plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
             model = self.answering(table)
             for b in free:
                 plan.expected_rmse[b.name] = float(np.sqrt(np.mean(model.variance(b))))
             plan.free = [b.name for b in free]
             plans[name] = (table, plan)
         return plans
+
+    def _scan_speed(self) -> ScanSpeed | None:
+        """The backend's marginal-scan speed, measured on synthetic data (None: not known for this engine)."""
+        return duckdb_scan_speed() if isinstance(self.backend, DuckDBBackend) else None
 
     def _unit_error(self, table: Table, blocks, objective: str) -> float:
         plan = plan_workload(

@@ -114,6 +114,8 @@ class Plan:
     planning_seconds: float = 0.0
     adaptive: AdaptivePlan | None = None
     notes: list[str] = field(default_factory=list)  # e.g. why adaptive procedures were not considered
+    fit_seconds: float = 0.0  # the least-squares fit on the noise variances alone (predicts reconstruction)
+    time: object = None  # a `planner.timing.TimePrediction`, set by whoever knows the backend's speed
 
     @property
     def cost(self) -> float:
@@ -131,7 +133,8 @@ class Plan:
         objective = "total weighted squared error" if self.objective == TOTAL_SQUARED else "largest per-query RMSE"
         lines = [
             f"Plan: {self.chosen}, {self.noise} noise, cost {self.cost_text()}",
-            f"  objective: minimize the {objective}; planned in {self.planning_seconds * 1000:.0f} ms, "
+            f"  objective: minimize the {objective}; "
+            + ("" if self.time is not None else f"planned in {self.planning_seconds * 1000:.0f} ms, ")
             + (f"{self.adaptive.procedure.name.upper()} reads its candidate marginals in one scan"
              if self.adaptive is not None else f"{len(self.measurements)} measurement(s) in one scan"),
         ]
@@ -154,6 +157,8 @@ class Plan:
                 lines.append(f"  • measure {m.describe()}; cost {self.cost_text(m.share)}")
         if self.adaptive is not None:
             lines.append(f"  • {self.adaptive.describe()}; cost {self.cost_text(self.adaptive.share)}")
+        if self.time is not None:
+            lines.append(f"  time: {self.time.describe()}")
         for note in self.notes:
             lines.append(f"  note: {note}")
         if self.free:

@@ -182,8 +182,11 @@ def _plan(workload: Workload, budget: float, noise: str, delta: float, existing,
     if len(parts) > 1:
         alternatives.append(Alternative(MIXED, combined_unit_error(unit_errors, noise) * scale, rows))
 
+    fitting = time.perf_counter()
     expected = expected_rmse(workload, measurements, existing)
-    return Plan(noise, delta, measurements, family_of, expected, alternatives, label, groups)
+    plan = Plan(noise, delta, measurements, family_of, expected, alternatives, label, groups)
+    plan.fit_seconds = time.perf_counter() - fitting  # the same fit reconstruction runs (see planner.timing)
+    return plan
 
 
 def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | None) -> Plan:
