@@ -10,22 +10,19 @@ Any error raised before the charge spends nothing.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import duckdb
 import numpy as np
-import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.tokens import TokenType
 
 from dpsql.backend import Backend, DuckDBBackend
 from dpsql.catalog import Catalog, Table
 from dpsql.compiler import CompiledQuery, compile_tree, parse_statement
 from dpsql.errors import BudgetExceededError, Error, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.ledger import Ledger
+from dpsql.public_sql import ProtectedNames
 from dpsql.lookups import PublicTables
 from dpsql.result import Result, aggregate_answers, assemble
 from dpsql.scan_speed import duckdb_scan_speed
@@ -56,9 +53,6 @@ from planner.timing import ScanSpeed
 from planner.timing import predict as predict_time
 
 DEFAULT_QUERY_EPSILON = 0.1
-_REFUSED_KEYWORDS = {"ATTACH", "DETACH", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA", "CHECKPOINT"}
-_ALLOWED_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
-_STATISTICS_VIEWS = {"duckdb_tables", "pg_class"}  # they show exact row counts
 
 
 @dataclass(frozen=True)
@@ -131,7 +125,7 @@ class Session:
         self.max_rmse: float | None = None
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
-        self._protected_names = self._find_protected_names()
+        self.protected = ProtectedNames(self.con, self.catalog, self.dialect)
         # Called right before a statement charges; raising there cancels it with nothing spent.
         self.before_charge: Callable[[], None] | None = None
         # Shown progress of long releases (AIM, RAP): called with (fraction done, message).
@@ -203,8 +197,8 @@ class Session:
         for st in statements:
             if isinstance(st, (Explain, Sql)):
                 sql, weight = take_weight(st.sql)
-                if self._protected_reference(sql) is None:
-                    self._guard_public(sql, _parse_or_none(sql, self.dialect))
+                if self.protected.reference(sql) is None:
+                    self.protected.check_public(sql)
                 else:
                     self._prepare(sql, None, weight)
 
@@ -232,82 +226,10 @@ class Session:
             return [self.explain(st.sql)]
         return [self.query(st.sql, params)]
 
-    def _find_protected_names(self) -> dict[str, str]:
-        """Protected table names, plus views whose definition mentions one (name -> table)."""
-        names = {t.name.lower(): t.name for t in self.catalog.tables.values()}
-        try:
-            views = self.con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall()
-        except duckdb.Error:
-            views = []
-        changed = True
-        while changed:
-            changed = False
-            for view, text in views:
-                hit = next((n for n in names if re.search(rf"\b{re.escape(n)}\b", text or "", re.I)), None)
-                if hit and view.lower() not in names:
-                    names[view.lower()] = names[hit]
-                    changed = True
-        return names
-
-    def _protected_reference(self, text: str) -> str | None:
-        """The protected table a statement mentions anywhere (names, strings), if any."""
-        try:
-            tokens = Dialect.get_or_raise(self.dialect).tokenize(text)
-        except Exception:  # untokenizable text: fall back to a word scan
-            tokens = None
-        if tokens is None:
-            words = re.findall(r"[A-Za-z_][A-Za-z0-9_$]*", text)
-            return next((self._protected_names[w.lower()] for w in words if w.lower() in self._protected_names), None)
-        for tok in tokens:
-            if tok.token_type == TokenType.STRING:
-                continue  # table functions that take names as strings are refused separately
-            for part in re.split(r"[.\s]", tok.text):
-                if part.lower() in self._protected_names:
-                    return self._protected_names[part.lower()]
-        return None
-
-    def _guard_public(self, text: str, tree: exp.Expression | None) -> None:
-        if not self._protected_names:
-            return
-        first = text.split(None, 1)[0].upper() if text.split() else ""
-        if first in _REFUSED_KEYWORDS:
-            raise NotSupportedError(f"{first} is not allowed in a session with protected tables")
-        if tree is None:
-            raise NotSupportedError(
-                "this statement could not be checked (it does not parse); in a session with protected "
-                "tables only statements that parse can run"
-            )
-        if isinstance(tree, exp.Command):  # CALL, PREPARE, EXECUTE, ...: sqlglot cannot look inside
-            raise NotSupportedError(f"{str(tree.this).upper()} is not allowed in a session with protected tables")
-        if isinstance(tree, exp.Copy):
-            raise NotSupportedError("COPY is not allowed in a session with protected tables")
-        for literal in tree.find_all(exp.Literal):  # DuckDB reads a table named by a string ('people')
-            if literal.is_string and literal.name.strip().lower().rsplit(".", 1)[-1] in self._protected_names:
-                raise NotSupportedError(f"the string {literal.name!r} names a protected table; query it by name "
-                                        f"with DP aggregates")
-        for table in tree.find_all(exp.Table):
-            if table.name.lower() in self._protected_names:  # FROM 'people': a string, not a name
-                raise NotSupportedError(f"{table.name!r} names a protected table; query it by name with DP aggregates")
-            if table.name.lower() in _STATISTICS_VIEWS:
-                raise NotSupportedError(f"{table.name} shows exact table sizes; it is not allowed in a session "
-                                        f"with protected tables")
-            source = table.this
-            if isinstance(source, exp.Func):  # table functions can read files and other tables by name
-                name = (source.name if isinstance(source, exp.Anonymous) else source.sql_name()).lower()
-                if name not in _ALLOWED_TABLE_FUNCTIONS:
-                    raise NotSupportedError(
-                        f"the table function {name}() is not allowed in a session with protected tables"
-                    )
-            elif isinstance(source, exp.Identifier) and source.quoted and re.search(r"[./\\]", source.name):
-                raise NotSupportedError("reading files by name is not allowed in a session with protected tables")
-        for fn in tree.find_all(exp.Anonymous):
-            if fn.name.lower() in ("query", "query_table"):
-                raise NotSupportedError(f"{fn.name}() is not allowed in a session with protected tables")
-
     def query(self, sql: str, params: Sequence[Any] | dict | None = None) -> Result:
         """One statement: a DP query on a protected table, or plain SQL on public tables."""
         sql, weight = take_weight(sql)
-        if self._protected_reference(sql) is None:
+        if self.protected.reference(sql) is None:
             return self._public(sql, params)
         compiled = self._prepare(sql, params, weight)
         plan, charged = self._measure([compiled], sql, **self._sizing())
@@ -315,7 +237,7 @@ class Session:
 
     def _prepare(self, sql: str, params, weight: float, label: str = "") -> CompiledQuery:
         """A statement that mentions a protected table, compiled as a DP query (or refused)."""
-        protected = self._protected_reference(sql)
+        protected = self.protected.reference(sql)
         tree = parse_statement(sql, self.dialect)
         if protected.lower() not in self.catalog.tables:
             raise NotSupportedError(
@@ -334,7 +256,7 @@ class Session:
         must surface before anything is charged."""
         tree = _substitute(parse_statement(sql, self.dialect), params)
         try:
-            compiled = compile_tree(tree, sql, self.catalog, label, PublicTables(self.con, self._protected_names))
+            compiled = compile_tree(tree, sql, self.catalog, label, PublicTables(self.con, self.protected.names))
         except RecursionError:
             raise ProgrammingError("the query is nested too deeply to compile; simplify its conditions") from None
         for b in compiled.blocks:
@@ -344,7 +266,7 @@ class Session:
         return compiled
 
     def _public(self, sql: str, params) -> Result:
-        self._guard_public(sql, _parse_or_none(sql, self.dialect))
+        self.protected.check_public(sql)
         try:
             cursor = self.con.execute(sql, params or None)
             description = cursor.description
@@ -587,7 +509,7 @@ class Session:
                 if not weights[i - 1] > 0:
                     raise ProgrammingError(f"query weights must be positive, got {weights[i - 1]!r}")
                 weight *= float(weights[i - 1])
-            protected = self._protected_reference(sql)
+            protected = self.protected.reference(sql)
             if protected is None or protected.lower() not in self.catalog.tables:
                 raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
             compiled.append(self._compile(sql, label=f"q{i}", weight=weight))
@@ -602,7 +524,7 @@ class Session:
     def explain(self, sql: str) -> Result:
         """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
         sql, weight = take_weight(sql)
-        protected = self._protected_reference(sql)
+        protected = self.protected.reference(sql)
         if protected is None:
             return self._public("EXPLAIN " + sql, None)
         compiled = self._compile(sql, weight=weight)
@@ -643,13 +565,6 @@ def _check_unicode(text: str) -> None:
     except UnicodeEncodeError as e:
         raise ProgrammingError(f"the SQL or a parameter is not valid Unicode (a lone surrogate at character "
                                f"{e.start + 1})") from None
-
-
-def _parse_or_none(sql: str, dialect: str) -> exp.Expression | None:
-    try:
-        return sqlglot.parse_one(sql, read=dialect)
-    except Exception:  # DuckDB may accept what sqlglot cannot parse
-        return None
 
 
 def _duckdb_error(e: Exception) -> Error:
