@@ -3,9 +3,17 @@
 For each workload (SQL dashboards over ../shared/data/adult, nist_taxi and
 synthetic domains) at ε=1, δ=1e-9, the noise is drawn `--draws` times for:
 the planner's plan, each single strategy family used for the whole workload,
-and per-query noise (each query answered alone, the budget split optimally —
-what per-query DP SQL systems do). RMSE is per output row, each query in units
-of its sensitivity (all queries here are counts).
+and per-query noise — each query answered alone, as per-query DP SQL systems
+do, in two variants at the same (ε, δ): `per_query_rmse`, Gaussian noise with
+the budget split optimally under zCDP composition (the strongest per-query
+baseline, e.g. Tumult Analytics with a ρ-zCDP budget), and
+`per_query_laplace_rmse`, Laplace noise with ε split across the queries by
+sequential composition (the default of SmartNoise SQL, Google's DP SQL,
+PipelineDP; δ unused). RMSE is per output row, each query in units of its
+sensitivity (all queries here are counts). `linear_bound_rmse` is a lower
+bound no linear strategy can beat (the dual certificate of
+`mechanisms.factorization`, or Li–Miklau's SVD bound when the workload is too
+large to optimize over).
 
 The table's true size is passed to the planner as `rows`: the benchmark treats
 it as public, as the RAP and AIM papers do, so the planner also costs the
@@ -43,6 +51,7 @@ from dpsql.catalog import Catalog, quote_identifier
 from dpsql.compiler import compile_query
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.domain import Domain
+from mechanisms.factorization import optimal_factorization
 from mechanisms.workload import Workload
 from planner.adaptive import PROCEDURES
 from planner.families import FAMILIES, MARGINALS
@@ -168,12 +177,15 @@ def workloads(con) -> list[tuple[str, Catalog, list[str], bool]]:
     ]
 
 
-def svd_bound_rmse(workload: Workload, rho: float, max_entries: int = 20_000_000) -> float | None:
-    """The lowest RMSE per row any linear strategy can reach at ρ (SVD bound), None when W is too large.
+def linear_bound_rmse(workload: Workload, rho: float, max_entries: int = 20_000_000) -> tuple[float, str] | None:
+    """(the lowest RMSE per row any linear strategy can reach at ρ, how it was proved); None when W is too large.
 
-    W is the workload's dense matrix over the union of its attributes; the bound on
-    the total squared error, (Σ σ_i(W))² / n at unit noise variance (Li & Miklau),
-    is spread over W's rows at the Gaussian variance 1/(2ρ) per unit of sensitivity.
+    W is the workload's dense matrix over the union of its attributes, rows
+    weighted as the planner weighs them. The dual of the optimal-factorization
+    program bounds the total squared error at unit noise variance; it is run
+    for as many steps as about 2·10¹⁰ flops allow (each step's bound is valid,
+    and the first is Li & Miklau's SVD bound). The error is spread over W's
+    rows at the Gaussian variance 1/(2ρ) per unit of sensitivity.
     """
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
@@ -181,22 +193,36 @@ def svd_bound_rmse(workload: Workload, rho: float, max_entries: int = 20_000_000
     n, m = domain.size(clique), sum(b.num_rows(domain) for b in blocks)
     if n * m > max_entries:
         return None
-    w = np.vstack([b.matrix(domain, clique).transpose().matvec(np.eye(b.num_rows(domain))).T for b in blocks])
-    return float(np.linalg.svd(w, compute_uv=False).sum() / np.sqrt(n * m * 2 * rho))
+    w = np.vstack([b.matrix(domain, clique).dense() for b in blocks])
+    weights = np.concatenate([np.full(b.num_rows(domain), b.weight) for b in blocks])
+    rank = min(n, m)
+    steps = int(min(2000, max(1, 2e10 // (n * rank * rank))))
+    found = optimal_factorization(w, weights, max_iter=steps)
+    if found is None:  # not on an integer lattice: the SVD bound of the weighted rows
+        sv = np.linalg.svd(w * np.sqrt(weights)[:, None], compute_uv=False)
+        return float(sv.sum() / np.sqrt(n * m * 2 * rho)), "SVD bound"
+    how = "optimum" if found.iterations < steps else f"dual bound after {steps} steps"
+    return float(np.sqrt(found.lower_bound / (2 * rho * weights.sum()))), how
 
 
-def evaluate(
-    con, name: str, catalog: Catalog, queries: list[str], range_or_marginal: bool,
-    rho: float, delta: float, draws: int, adaptive_draws: int,
-) -> dict:
-    table = next(iter(catalog.tables.values()))
-    domain = table.domain
-    backend = DuckDBBackend(con)
+def compile_workload(catalog: Catalog, queries: list[str]) -> Workload:
+    """The queries' blocks over the catalog's one table, each distinct block once (labels q0, q1, ...)."""
+    domain = next(iter(catalog.tables.values())).domain
     blocks = {}
     for i, sql in enumerate(queries):
         for b in compile_query(sql, catalog, label=f"q{i}").blocks:
             blocks.setdefault(b.fingerprint(domain), b)
-    workload = Workload(domain, list(blocks.values()))
+    return Workload(domain, list(blocks.values()))
+
+
+def evaluate(
+    con, name: str, catalog: Catalog, queries: list[str], range_or_marginal: bool,
+    rho: float, epsilon: float, delta: float, draws: int, adaptive_draws: int,
+) -> dict:
+    table = next(iter(catalog.tables.values()))
+    domain = table.domain
+    backend = DuckDBBackend(con)
+    workload = compile_workload(catalog, queries)
     answered = [b for b in workload.blocks if b.terms]
     rows = int(backend.marginals(table, [()])[()][0])  # the true size, treated as public
     started = time.perf_counter()
@@ -244,7 +270,8 @@ def evaluate(
             planner_rmse = workload_rmse(adaptive_squared_errors(
                 run.procedure, workload, list(run.blocks), run.share, truth, fetch, rows, adaptive_draws), workload)
     per_query = workload_rmse(per_query_squared_errors(workload, truth, rho, draws, NOISE), workload)
-    bound = svd_bound_rmse(workload, rho) if range_or_marginal and len(queries) >= 100 else None
+    per_query_laplace = workload_rmse(per_query_squared_errors(workload, truth, epsilon, draws, "laplace"), workload)
+    bound = linear_bound_rmse(workload, rho) if range_or_marginal and len(queries) >= 100 else None
     best = min(measured, key=measured.get)
     return {
         "workload": name,
@@ -254,6 +281,7 @@ def evaluate(
         "best_family": best,
         "best_family_rmse": measured[best],
         "per_query_rmse": per_query,
+        "per_query_laplace_rmse": per_query_laplace,
         "identity_rmse": measured[MARGINALS],
         "range_or_marginal": range_or_marginal,
         "rows": rows,
@@ -264,7 +292,8 @@ def evaluate(
         "ineligible": ineligible,
         "failed": failed,
         "adaptive_seconds_per_run": adaptive_seconds,
-        "svd_bound_rmse": bound,
+        "linear_bound_rmse": None if bound is None else bound[0],
+        "linear_bound": None if bound is None else bound[1],
         "planner_expected_rmse": workload_rmse({n: e**2 for n, e in plan.expected_rmse.items()}, workload),
         "planning_seconds": planning,
         "draws": planner_draws,
@@ -272,10 +301,9 @@ def evaluate(
 
 
 def verdicts(records: list[dict]) -> list[str]:
-    """The issue's two targets, checked on the measured RMSEs."""
+    """The issue's two targets, checked on the measured RMSEs (the second against both per-query baselines)."""
     worse = [r for r in records if r["planner_rmse"] > WITHIN_BEST * r["best_family_rmse"]]
     large = [r for r in records if r["range_or_marginal"] and r["n_queries"] >= 100]
-    weak = [r for r in large if r["per_query_rmse"] < PER_QUERY_GAIN * r["planner_rmse"]]
     worst = max(records, key=lambda r: r["planner_rmse"] / r["best_family_rmse"])
     lines = [(
         f"- Within {100 * (WITHIN_BEST - 1):.0f}% of the best single family on every workload: "
@@ -285,15 +313,18 @@ def verdicts(records: list[dict]) -> list[str]:
     lines += [f"  - miss: {r['workload']!r}: planner {r['planner_family']} {r['planner_rmse']:.4g} "
               f"(expected {r['planner_expected_rmse']:.4g}) vs {r['best_family']} {r['best_family_rmse']:.4g}"
               for r in worse]
-    lines.append(
-        f"- At least {PER_QUERY_GAIN:g}x below per-query noise on every workload of >= 100 range/marginal queries: "
-        f"{'MET' if not weak else 'MISSED'} ({len(large) - len(weak)}/{len(large)})."
-    )
-    lines += [f"  - {'miss' if r in weak else 'met'}: {r['workload']!r}: per-query / planner = "
-              f"{r['per_query_rmse'] / r['planner_rmse']:.2f}" + (
-                  "" if r["svd_bound_rmse"] is None else f"; no linear strategy can beat the SVD bound "
-                  f"{r['svd_bound_rmse']:.4g}, i.e. per-query / bound = {r['per_query_rmse'] / r['svd_bound_rmse']:.2f}")
-              for r in large]
+    for key, baseline in (("per_query_laplace_rmse", "per-query Laplace noise, ε split by sequential composition"),
+                          ("per_query_rmse", "per-query Gaussian noise, ρ split under zCDP")):
+        weak = [r for r in large if r[key] < PER_QUERY_GAIN * r["planner_rmse"]]
+        lines.append(
+            f"- At least {PER_QUERY_GAIN:g}x below {baseline}, on every workload of >= 100 range/marginal "
+            f"queries: {'MET' if not weak else 'MISSED'} ({len(large) - len(weak)}/{len(large)})."
+        )
+        lines += [f"  - {'miss' if r in weak else 'met'}: {r['workload']!r}: {r[key] / r['planner_rmse']:.2f}x" + (
+                      "" if r["linear_bound_rmse"] is None else
+                      f"; no linear strategy can beat RMSE {r['linear_bound_rmse']:.4g} ({r['linear_bound']}), "
+                      f"i.e. at most {r[key] / r['linear_bound_rmse']:.2f}x")
+                  for r in large]
     return lines
 
 
@@ -301,7 +332,8 @@ def markdown(records: list[dict], args, load: tuple[float, float]) -> str:
     rows = [
         f"| {r['workload']} | {r['n_queries']} | {r['planner_family']} | {r['planner_rmse']:.4g} | "
         f"{r['planner_expected_rmse']:.4g} | {r['best_family']} | {r['best_family_rmse']:.4g} | "
-        f"{r['planner_rmse'] / r['best_family_rmse']:.3f} | {r['per_query_rmse']:.4g} | "
+        f"{r['planner_rmse'] / r['best_family_rmse']:.3f} | {r['per_query_laplace_rmse']:.4g} | "
+        f"{r['per_query_laplace_rmse'] / r['planner_rmse']:.2f} | {r['per_query_rmse']:.4g} | "
         f"{r['per_query_rmse'] / r['planner_rmse']:.2f} | {r['identity_rmse']:.4g} | {r['planning_seconds']:.1f} |"
         for r in records
     ]
@@ -315,11 +347,15 @@ def markdown(records: list[dict], args, load: tuple[float, float]) -> str:
         (f"RMSE per output row, measured over {args.draws} noise draws for linear plans and "
          f"{args.adaptive_draws} runs (seed = draw) for AIM/RAP; `expected` is the planner's own prediction "
          "(exact for linear plans, simulated on public synthetic data for AIM/RAP). The table's size is "
-         "treated as public. Ratios: planner / best single family, per-query / planner. Full records, with "
+         "treated as public. Ratios: planner / best single family, per-query / planner. Per-query noise in two "
+         "variants at the same (ε, δ): Laplace with ε split by sequential composition (what SmartNoise SQL, "
+         "Google's DP SQL and PipelineDP do by default), and Gaussian with ρ split under zCDP (the strongest "
+         "per-query baseline). Full records, with "
          "every family's measured RMSE and draw count, are in `planner.json`."),
         "",
-        "| workload | n | planner | RMSE | expected | best family | RMSE | ratio | per-query | ratio | identity | plan s |",
-        "|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        ("| workload | n | planner | RMSE | expected | best family | RMSE | ratio | per-query Laplace | ratio "
+         "| per-query zCDP | ratio | identity | plan s |"),
+        "|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
         "## Targets",
@@ -352,7 +388,8 @@ def main() -> None:
     for name, catalog, queries, range_or_marginal in workloads(con):
         if args.only and args.only not in name:
             continue
-        r = evaluate(con, name, catalog, queries, range_or_marginal, rho, args.delta, args.draws, args.adaptive_draws)
+        r = evaluate(con, name, catalog, queries, range_or_marginal, rho, args.epsilon, args.delta, args.draws,
+                     args.adaptive_draws)
         records.append(r)
         args.output.write_text(json.dumps(records, indent=2) + "\n")  # partial results survive a long run
         print(f"{name:40s} {r['n_queries']:4d} {r['planner_family'][:8]:>8s} {r['planner_rmse']:7.4g} "

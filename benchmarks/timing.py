@@ -24,10 +24,9 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from benchmarks.planner import workloads
+from benchmarks.planner import compile_workload, workloads
 from dpsql.backend import DuckDBBackend
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
 from dpsql.demo import DASHBOARD
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.scan_speed import duckdb_scan_speed
@@ -35,7 +34,6 @@ from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import _DENSE_LATTICE
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel
-from mechanisms.workload import Workload
 from planner.planner import plan_workload
 from planner.timing import predict, release_speeds
 
@@ -52,11 +50,7 @@ def measure_phases(con, catalog: Catalog, queries: list[str], rho: float, delta:
     table = next(iter(catalog.tables.values()))
     domain = table.domain
     backend = DuckDBBackend(con)
-    blocks = {}
-    for i, sql in enumerate(queries):
-        for b in compile_query(sql, catalog, label=f"q{i}").blocks:
-            blocks.setdefault(b.fingerprint(domain), b)
-    workload = Workload(domain, list(blocks.values()))
+    workload = compile_workload(catalog, queries)
     plan = plan_workload(workload, rho, "gaussian", delta)
     rows = int(backend.marginals(table, [()])[()][0])  # the true size, treated as public
     predicted = predict(plan, domain, rows, duckdb_scan_speed())

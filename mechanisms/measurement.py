@@ -173,12 +173,13 @@ def _kronecker_terms(query: Matrix) -> list[tuple[Fraction, list[Matrix], list[F
 
 
 def exact_work(query: Matrix | None) -> tuple[int, int]:
-    """(entries read as exact decimals, integer multiply-adds) that `measure` spends on `query`.
+    """(distinct entries read as exact decimals, integer multiply-adds) that `measure` spends on `query`.
 
     Factors are applied one axis at a time, as `_exact_answer` does: a dense
-    r×n factor (r·n entries) on a tensor of m entries (n along its axis) costs
-    r·m; a diagonal (n entries) or all-ones factor costs m; the identity
-    costs nothing. The identity marginal (None) costs nothing either.
+    r×n factor on a tensor of m entries (n along its axis) costs r·m; a
+    diagonal or all-ones factor costs m; the identity costs nothing. Each
+    distinct entry of a dense or diagonal factor is read once. The identity
+    marginal (None) costs nothing.
     """
     if query is None:
         return 0, 0
@@ -189,10 +190,10 @@ def exact_work(query: Matrix | None) -> tuple[int, int]:
             size = prod(shape)
             if isinstance(f, (Diagonal, Ones)):
                 operations += size
-                entries += f.shape[1] if isinstance(f, Diagonal) else 0
             elif not isinstance(f, Identity):
                 operations += f.shape[0] * size
-                entries += f.shape[0] * f.shape[1]
+            if not isinstance(f, (Identity, Ones)):
+                entries += np.unique(_factor_entries(f)).size
             shape[axis] = f.shape[0]
     return entries, operations
 

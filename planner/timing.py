@@ -37,45 +37,51 @@ _CALIBRATION_ROWS = 64  # rows of the synthetic strategy timed for exact answers
 
 @dataclass(frozen=True)
 class ScanSpeed:
-    """A backend's marginal scan: seconds per table row, per row and measured clique, per output cell."""
+    """A backend's marginal scan: seconds per scan, per table row, per row and measured clique, per output cell."""
 
+    per_scan: float
     per_row: float
     per_row_clique: float
     per_cell: float
 
     def seconds(self, rows: float, cliques: int, cells: int) -> float:
-        return rows * (self.per_row + cliques * self.per_row_clique) + cells * self.per_cell
+        return self.per_scan + rows * (self.per_row + cliques * self.per_row_clique) + cells * self.per_cell
 
 
 @dataclass(frozen=True)
 class ReleaseSpeeds:
-    """Seconds per released entry (exact noise), per strategy entry read as an exact decimal (first
-    release only; cached after), and per exact integer multiply-add (see `exact_work`)."""
+    """Seconds per measurement, per released entry (exact noise), per strategy entry read as an exact
+    decimal (first release only; cached after), and per exact integer multiply-add (see `exact_work`)."""
 
+    per_measurement: float
     per_entry: float
     per_read: float
     per_operation: float
 
     def seconds(self, entries: int, work: tuple[int, int]) -> float:
-        return entries * self.per_entry + work[0] * self.per_read + work[1] * self.per_operation
+        return self.per_measurement + entries * self.per_entry + work[0] * self.per_read + work[1] * self.per_operation
+
+
+def _release_seconds(counts, strategy=None) -> float:
+    started = time.perf_counter()
+    measure(counts, strategy, GAUSSIAN, 0.01, RandomSource(0))
+    return time.perf_counter() - started
 
 
 @cache
 def release_speeds() -> ReleaseSpeeds:
     """Measured once per process on synthetic counts and a synthetic dense strategy."""
     rng = np.random.default_rng(0)
-    counts = rng.integers(0, 1000, 512)
-    strategy = Dense(np.round(rng.uniform(-1, 1, (_CALIBRATION_ROWS, counts.size)), 6))  # distinct entries
+    small, large = rng.integers(0, 1000, 256), rng.integers(0, 1000, 8192)
+    t_small = min(_release_seconds(small) for _ in range(3))
+    per_entry = max(min(_release_seconds(large) for _ in range(2)) - t_small, 0.0) / (large.size - small.size)
+    per_measurement = max(t_small - small.size * per_entry, 0.0)
+    strategy = Dense(np.round(rng.uniform(-1, 1, (_CALIBRATION_ROWS, small.size)), 6))  # distinct entries
     reads, operations = exact_work(strategy)
-    started = time.perf_counter()
-    measure(counts, None, GAUSSIAN, 0.01, RandomSource(0))
-    per_entry = (time.perf_counter() - started) / counts.size
-    seconds = []
-    for _ in range(2):  # the first release reads the entries; the second finds them cached
-        started = time.perf_counter()
-        measure(counts, strategy, GAUSSIAN, 0.01, RandomSource(0))
-        seconds.append(time.perf_counter() - started - _CALIBRATION_ROWS * per_entry)
-    return ReleaseSpeeds(per_entry, max(seconds[0] - seconds[1], 0.0) / reads, max(seconds[1], 0.0) / operations)
+    fixed = per_measurement + _CALIBRATION_ROWS * per_entry
+    first = _release_seconds(small, strategy) - fixed  # reads the entries as exact decimals
+    again = min(_release_seconds(small, strategy) for _ in range(2)) - fixed  # finds them cached
+    return ReleaseSpeeds(per_measurement, per_entry, max(first - again, 0.0) / reads, max(again, 0.0) / operations)
 
 
 @dataclass(frozen=True)
