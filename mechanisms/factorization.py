@@ -39,6 +39,7 @@ _MAX_INTEGER = 10**15 - 1
 # C is rounded to the fewest of DIGITS significant digits per column that cost at most
 # ROUNDING_LOSS of the expected error (a coarse lattice keeps the exact noise small).
 DIGITS = (3, 4, 6)
+_SPAN_TOLERANCE = 1e-9  # tighter than the least-squares model's own check (1e-8)
 ROUNDING_LOSS = 1e-3
 # Exponent of the multiplicative update d_j ← d_j (g_j/f)^step. The loop stops on the certified
 # gap (best primal vs best dual), so any step is safe; larger steps converge faster until they
@@ -126,6 +127,12 @@ def _on_lattice(c: np.ndarray, basis: np.ndarray, z: np.ndarray) -> tuple[Dense,
     return Dense(integer / 10.0**exponent), error  # entries: the doubles nearest ≤15-digit decimals, exact
 
 
+def _determines(a: np.ndarray, rows: np.ndarray) -> bool:
+    """Least squares on A answers every row: rows·A⁺A = rows, to the tolerance the model checks."""
+    residual = rows - (rows @ np.linalg.pinv(a)) @ a
+    return float(np.abs(residual).max()) <= _SPAN_TOLERANCE * max(float(np.abs(rows).max()), 1.0)
+
+
 def exact_error(c: np.ndarray, basis: np.ndarray, z: np.ndarray) -> float:
     """err(C·B) for a workload W = Z·B: ‖Z C⁻¹‖²_F times the largest column norm² of C·B."""
     sensitivity2 = float(np.max(np.sum((c @ basis) ** 2, axis=0)))
@@ -176,7 +183,7 @@ def optimal_factorization(
     c = c / np.sqrt(np.max(np.sum((c @ basis) ** 2, axis=0)))
     z = sla.solve_triangular(r_mat, projected.T, lower=False).T  # W = Z B
     lattice = _on_lattice(c, basis, z)
-    if lattice is None:
+    if lattice is None or not _determines(lattice[0].dense(), rows):
         return None
     return Factorization(lattice[0], lattice[1], best_lower, len(chosen), iterations)
 
