@@ -342,7 +342,9 @@ def markdown(records: list[dict], args, load: tuple[float, float]) -> str:
         "",
         (f"`{COMMAND}` (this run: `--draws {args.draws} --adaptive-draws {args.adaptive_draws}"
          f" --epsilon {args.epsilon} --delta {args.delta}`), Gaussian noise. Load average (1 min) "
-         f"{load[0]:.2f} at the start and {load[1]:.2f} at the end, on 2 shared cores."),
+         f"{load[0]:.2f} at the start and {load[1]:.2f} at the end, on 2 shared cores."
+         + (f" Resumed: the first {args.resumed} records come from an interrupted run of the same code and "
+            "settings (seeded: identical RMSEs; their planning seconds were timed then)." if args.resumed else "")),
         "",
         (f"RMSE per output row, measured over {args.draws} noise draws for linear plans and "
          f"{args.adaptive_draws} runs (seed = draw) for AIM/RAP; `expected` is the planner's own prediction "
@@ -377,16 +379,21 @@ def main() -> None:
     parser.add_argument("--delta", type=float, default=1e-9)
     parser.add_argument("--only", help="run only workloads whose name contains this text")
     parser.add_argument("--output", type=Path, default=RESULTS, help="JSON path; the markdown report goes beside it")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the records already in --output and run only the other workloads (every draw is "
+                             "seeded, so only timings differ from a whole run)")
     args = parser.parse_args()
     rho = epsilon_delta_to_zcdp(args.epsilon, args.delta)
     con = duckdb.connect()
-    records = []
+    records = json.loads(args.output.read_text()) if args.resume and args.output.exists() else []
+    done = {r["workload"] for r in records}
+    args.resumed = len(records)
     args.output.parent.mkdir(exist_ok=True)
     start_load = os.getloadavg()[0]
     print(f"{'workload':40s} {'n':>4s} {'planner':>16s} {'expected':>9s} {'best family':>20s} {'per-query':>10s} "
           f"{'identity':>9s} {'vs best':>8s} {'vs p-q':>7s} {'plan s':>7s}")
     for name, catalog, queries, range_or_marginal in workloads(con):
-        if args.only and args.only not in name:
+        if (args.only and args.only not in name) or name in done:
             continue
         r = evaluate(con, name, catalog, queries, range_or_marginal, rho, args.epsilon, args.delta, args.draws,
                      args.adaptive_draws)

@@ -18,7 +18,7 @@ import numpy as np
 from dpsql.backend import Backend
 from dpsql.catalog import Table
 from mechanisms.marginals import Clique
-from mechanisms.measurement import measure
+from mechanisms.measurement import exact_answer, release
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
@@ -76,10 +76,11 @@ def plan_squared_errors(plan: Plan, workload: Workload, truth: Truth, draws: int
     """Mean squared error per row of every block, averaged over `draws` noise draws."""
     domain = workload.domain
     squared = {b.name: 0.0 for b in workload.blocks}
+    exact = [exact_answer(truth.counts[pm.clique], pm.query(domain), noise) for pm in plan.measurements]
     for draw in range(draws):
         rng = RandomSource(seed=draw)
-        model = LeastSquaresModel(domain, [pm.release(truth.counts[pm.clique], domain, noise, rng)
-                                           for pm in plan.measurements])
+        model = LeastSquaresModel(domain, [pm.release(None, domain, noise, rng, answer)
+                                           for pm, answer in zip(plan.measurements, exact)])
         for b in workload.blocks:
             est, _ = model.answer(b)
             squared[b.name] += float(np.mean((est - truth.answers[b.name]) ** 2)) / draws
@@ -95,11 +96,11 @@ def per_query_squared_errors(
     blocks = [b for b in workload.blocks if b.terms]
     shares = split(family.costs(blocks), noise)
     squared = {b.name: 0.0 for b in workload.blocks}
+    exact = [exact_answer(truth.counts[b.attributes(domain)], b.matrix(domain), noise) for b in blocks]
     for draw in range(draws):
         rng = RandomSource(seed=draw)
-        for b, share in zip(blocks, shares):
-            counts = truth.counts[b.attributes(domain)]
-            values, _ = measure(counts, b.matrix(domain), noise, budget * share, rng)
+        for b, share, answer in zip(blocks, shares, exact):
+            values, _ = release(answer, noise, budget * share, rng)
             squared[b.name] += float(np.mean((values - truth.answers[b.name]) ** 2)) / draws
     return squared
 

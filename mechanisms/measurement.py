@@ -97,6 +97,39 @@ class Measurement:
         return self.key is None and self.strategy is None
 
 
+@dataclass(frozen=True)
+class ExactAnswer:
+    """`query @ counts` as exact integers in units of the lattice step, and the query's sensitivity."""
+
+    step: Fraction
+    units: list[int]
+    sensitivity: float  # L2 for Gaussian noise, L1 for Laplace noise
+
+
+def exact_answer(counts: np.ndarray, query: Matrix | None, kind: str) -> ExactAnswer:
+    """The exact answer of `query` (the marginal itself if None) on integer cell counts (no noise yet)."""
+    counts = np.asarray(counts)
+    if not np.issubdtype(counts.dtype, np.integer):
+        raise TypeError("marginal counts must be integers")
+    if query is None:
+        return ExactAnswer(Fraction(1), [int(c) for c in counts.ravel()], 1.0)
+    step, units = _exact_answer(query, counts.ravel())
+    return ExactAnswer(step, units, query.sensitivity(2 if kind == GAUSSIAN else 1))
+
+
+def release(
+    answer: ExactAnswer, kind: str, share: float, rng: RandomSource, contribution_bound: int = 1
+) -> tuple[np.ndarray, Calibration]:
+    """The exact answer plus exact discrete noise calibrated to its sensitivity: (values, calibration)."""
+    cal = calibrate(kind, answer.sensitivity * contribution_bound, share, answer.step)
+    if kind == GAUSSIAN:
+        noise = discrete_gaussian_vector(cal.scale, len(answer.units), rng)
+    else:
+        noise = discrete_laplace_vector(cal.scale, len(answer.units), rng)
+    released = [float(answer.step * (a + int(z))) for a, z in zip(answer.units, noise)]
+    return np.asarray(released, dtype=float), cal
+
+
 def measure(
     counts: np.ndarray,
     query: Matrix | None,
@@ -110,22 +143,7 @@ def measure(
     `counts` are the exact integer cell counts of the clique marginal. Returns
     the noisy values and the calibration used.
     """
-    counts = np.asarray(counts)
-    if not np.issubdtype(counts.dtype, np.integer):
-        raise TypeError("marginal counts must be integers")
-    if query is None:
-        step, exact = Fraction(1), [int(c) for c in counts.ravel()]
-        sensitivity = 1.0
-    else:
-        step, exact = _exact_answer(query, counts.ravel())
-        sensitivity = query.sensitivity(2 if kind == GAUSSIAN else 1)
-    cal = calibrate(kind, sensitivity * contribution_bound, share, step)
-    if kind == GAUSSIAN:
-        noise = discrete_gaussian_vector(cal.scale, len(exact), rng)
-    else:
-        noise = discrete_laplace_vector(cal.scale, len(exact), rng)
-    released = [float(step * (a + int(z))) for a, z in zip(exact, noise)]
-    return np.asarray(released, dtype=float), cal
+    return release(exact_answer(counts, query, kind), kind, share, rng, contribution_bound)
 
 
 def lattice_step(values) -> Fraction:

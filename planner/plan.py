@@ -8,7 +8,7 @@ from math import sqrt
 from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.marginals import Clique
 from mechanisms.matrices import Matrix
-from mechanisms.measurement import GAUSSIAN, Measurement, measure
+from mechanisms.measurement import GAUSSIAN, ExactAnswer, Measurement, exact_answer, release
 from mechanisms.workload import Block
 
 TOTAL_SQUARED = "total"  # minimize the total weighted squared error
@@ -36,9 +36,14 @@ class PlannedMeasurement:
             return self.block.matrix(domain)
         return self.strategy
 
-    def release(self, counts, domain, noise: str, rng) -> Measurement:
-        """Measure the clique's exact counts with this measurement's noise (after the charge)."""
-        values, cal = measure(counts, self.query(domain), noise, self.share, rng, self.contribution)
+    def release(self, counts, domain, noise: str, rng, exact: ExactAnswer | None = None) -> Measurement:
+        """Measure the clique's exact counts with this measurement's noise (after the charge).
+
+        `exact` (from `exact_answer` on the same counts) saves recomputing the exact
+        answer when the same measurement is drawn many times (Monte-Carlo checks).
+        """
+        answer = exact_answer(counts, self.query(domain), noise) if exact is None else exact
+        values, cal = release(answer, noise, self.share, rng, self.contribution)
         key = None if self.block is None else self.block.fingerprint(domain)
         return Measurement(self.clique, noise, self.share, cal.variance, values, key, self.strategy)
 
