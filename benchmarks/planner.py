@@ -183,7 +183,7 @@ def linear_bound_rmse(workload: Workload, rho: float, max_entries: int = 20_000_
     W is the workload's dense matrix over the union of its attributes, rows
     weighted as the planner weighs them. The dual of the optimal-factorization
     program bounds the total squared error at unit noise variance; it is run
-    for as many steps as about 2·10¹⁰ flops allow (each step's bound is valid,
+    for as many steps as about 4·10¹⁰ flops allow (each step's bound is valid,
     and the first is Li & Miklau's SVD bound). The error is spread over W's
     rows at the Gaussian variance 1/(2ρ) per unit of sensitivity.
     """
@@ -195,13 +195,11 @@ def linear_bound_rmse(workload: Workload, rho: float, max_entries: int = 20_000_
         return None
     w = np.vstack([b.matrix(domain, clique).dense() for b in blocks])
     weights = np.concatenate([np.full(b.num_rows(domain), b.weight) for b in blocks])
-    rank = min(n, m)
-    steps = int(min(2000, max(1, 2e10 // (n * rank * rank))))
-    found = optimal_factorization(w, weights, max_iter=steps)
+    found = optimal_factorization(w, weights, max_work=4e10)
     if found is None:  # not on an integer lattice: the SVD bound of the weighted rows
         sv = np.linalg.svd(w * np.sqrt(weights)[:, None], compute_uv=False)
         return float(sv.sum() / np.sqrt(n * m * 2 * rho)), "SVD bound"
-    how = "optimum" if found.iterations < steps else f"dual bound after {steps} steps"
+    how = "optimum" if found.gap <= 2e-3 + 1e-3 else f"dual bound after {found.iterations} steps"
     return float(np.sqrt(found.lower_bound / (2 * rho * weights.sum()))), how
 
 

@@ -24,6 +24,7 @@ short decimal lattice for exact discrete noise) and costs O(n r²) per step.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,12 +141,15 @@ def exact_error(c: np.ndarray, basis: np.ndarray, z: np.ndarray) -> float:
 
 
 def optimal_factorization(
-    rows: np.ndarray, weights: np.ndarray, max_iter: int = 3000, gap_tol: float = 2e-3
+    rows: np.ndarray, weights: np.ndarray, max_iter: int = 3000, gap_tol: float = 2e-3, max_work: float = math.inf
 ) -> Factorization | None:
     """The optimal strategy for the workload `rows` (R×n, exact decimals) with row weights `weights`.
 
-    The objective is Σ_i weights_i · E(error of row i)². Returns None when the
-    rows cannot be put on an exact integer lattice (non-integral entries).
+    The objective is Σ_i weights_i · E(error of row i)². Iterations stop at a
+    relative gap `gap_tol`, after `max_iter`, or once about `max_work` flops are
+    spent (at least one step: each costs ≈ 2·n·rank²); the strategy returned is
+    then the best found, its error exact and its gap honest. Returns None when
+    the rows cannot be put on an exact integer lattice (non-integral entries).
     """
     rows = np.asarray(rows, dtype=float)
     weights = np.asarray(weights, dtype=float)
@@ -165,7 +169,8 @@ def optimal_factorization(
     d = np.full(n, 1.0 / n)
     best_lower, best = 0.0, (np.inf, None)
     iterations, step, previous = 0, FIRST_STEP, 0.0
-    for iterations in range(1, max_iter + 1):
+    steps = int(max(1, min(max_iter, max_work / (2.0 * u.shape[1] * u.shape[0] ** 2 + 1.0))))
+    for iterations in range(1, steps + 1):
         f, g, k = _dual_step(u, gram, d)
         if f < previous:
             step = max(1.0, step / 2)

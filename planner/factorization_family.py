@@ -9,7 +9,9 @@ within a fraction of a percent of the optimum over *all* linear strategies
 Gaussian noise only (the duality is for L2 sensitivity). The explicit rows
 cost O(rows × cells) memory and the optimization O(cells × rank²) per step,
 so components beyond `MAX_CELLS` cells or `MAX_RANK` independent queries get
-math.inf: HDMM, range trees and marginals cover those.
+math.inf (HDMM, range trees and marginals cover those), and the optimization
+stops after `PLANNING_WORK` flops with the best strategy found (its gap to the
+optimum is still certified and shown).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ FACTORIZATION = "optimal factorization"
 MAX_CELLS = 16384  # cells of a component's clique
 MAX_RANK = 512  # independent queries (rows) of a component
 MAX_ENTRIES = 1 << 25  # rows × cells of the explicit workload
+PLANNING_WORK = 4e10  # flops of dual steps per component (seconds at planning time); the gap says how close
 
 
 class FactorizationFamily:
@@ -88,7 +91,7 @@ class FactorizationFamily:
             return None
         matrix = np.vstack([b.matrix(self.domain, clique).dense() for b in blocks])
         weights = np.concatenate([np.full(b.num_rows(self.domain), b.weight) for b in blocks])
-        found = optimal_factorization(matrix, weights)
+        found = optimal_factorization(matrix, weights, max_work=PLANNING_WORK)
         return None if found is None else (clique, found)
 
 
