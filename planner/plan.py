@@ -94,7 +94,9 @@ class AdaptivePlan:
         p = self.prediction
         return (
             f"run {self.procedure.name.upper()} on {len(self.blocks)} queries; error predicted by simulation on "
-            f"public synthetic data of the same domain and size ({_spread(p.spread)}, {p.seconds:.1f} s per run)"
+            f"public synthetic data of the same domain and size ({_spread(p.spread)}, {p.seconds:.1f} s per run; "
+            f"the stand-in is a mixture of product distributions, so data with other dependence, e.g. chains, "
+            f"can differ by several times)"
         )
 
 
