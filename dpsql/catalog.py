@@ -23,6 +23,11 @@ reach the unit of another protected table through a foreign key
 with ``max_rows_per_unit = k``: neighbouring databases then differ by all rows
 of one unit, each unit keeps at most k rows (chosen in SQL by a keyed hash),
 rows without a unit are dropped, and sensitivities are multiplied by k.
+
+A table may also declare its size as public (``rows = 48842``), as census-style
+tables often are. It is planning input only: with it the planner costs AIM and
+RAP by simulation and predicts scan times before any COUNT is released. A wrong
+value can only make plans worse, never release anything.
 """
 
 from __future__ import annotations
@@ -388,6 +393,7 @@ class Table:
     unit_column: str | None = None
     unit_link: Hop | None = None
     max_rows_per_unit: int | None = None
+    public_rows: int | None = None  # the size, declared public by the data owner (planning input only)
     domain: Domain = field(init=False)
     _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
 
@@ -405,6 +411,9 @@ class Table:
                 f"table {self.name!r}: a privacy unit needs max_rows_per_unit, an integer from 1 to "
                 f"{MAX_ROWS_PER_UNIT} (the most rows one unit may contribute)"
             )
+        rows = self.public_rows
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+            raise CatalogError(f"table {self.name!r}: rows (its public size) must be a positive integer")
         if self.unit_column is not None:
             self._unit = PrivacyUnit(self.unit_column, self.max_rows_per_unit)
         lowered = [c.lower() for c in self.columns]
@@ -470,12 +479,13 @@ class Catalog:
         for name, table in tables.items():
             if name.lower() in out.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
-            if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit"}:
+            if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit", "rows"}:
                 raise CatalogError(
-                    f"table {name!r}: only a [tables.{name}.columns] section, privacy_unit and "
-                    f"max_rows_per_unit are supported"
+                    f"table {name!r}: only a [tables.{name}.columns] section, privacy_unit, "
+                    f"max_rows_per_unit and rows are supported"
                 )
-            out._declare(name, table.get("columns", {}), table.get("privacy_unit"), table.get("max_rows_per_unit"))
+            out._declare(name, table.get("columns", {}), table.get("privacy_unit"), table.get("max_rows_per_unit"),
+                         table.get("rows"))
         out._resolve_units()
         return out
 
@@ -504,13 +514,14 @@ class Catalog:
 
     def add_table(
         self, name: str, columns: dict[str, dict], privacy_unit: str | dict | None = None,
-        max_rows_per_unit: int | None = None,
+        max_rows_per_unit: int | None = None, rows: int | None = None,
     ) -> Table:
         """Declare a protected table from {column: declaration}, optionally with a privacy unit:
         a column name, or {"foreign_key": column, "references": "table.column"} naming a
-        protected table declared before, whose unit becomes this table's."""
+        protected table declared before, whose unit becomes this table's; `rows` declares
+        the table's size public."""
         previous = self.tables.get(name.lower())
-        table = self._declare(name, columns, privacy_unit, max_rows_per_unit)
+        table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows)
         try:
             self._resolve_units()
         except CatalogError:
@@ -521,11 +532,12 @@ class Catalog:
             raise
         return table
 
-    def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any) -> Table:
+    def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any, rows: Any = None) -> Table:
         if not isinstance(columns, dict):
             raise CatalogError(f"table {name!r}: columns must be a table of declarations")
         unit_column, unit_link = parse_unit(name, privacy_unit)
-        table = Table(name, {c: parse_column(c, d) for c, d in columns.items()}, unit_column, unit_link, max_rows_per_unit)
+        table = Table(name, {c: parse_column(c, d) for c, d in columns.items()}, unit_column, unit_link,
+                      max_rows_per_unit, rows)
         self.tables[name.lower()] = table
         return table
 

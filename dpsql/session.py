@@ -325,7 +325,11 @@ class Session:
         return [(m.clique, m.variance) for m in self.model(table).measurements if m.is_marginal]
 
     def _rows(self, table: Table) -> float | None:
-        """The table's size as already released (free: post-processing), for costing AIM and RAP; else None."""
+        """The table's size as declared public, or as already released (free: post-processing); else None.
+
+        Planning input only: for costing AIM and RAP and predicting scan time."""
+        if table.public_rows is not None:
+            return float(table.public_rows)
         total = Block("rows", (), [Term(1.0, {})])
         model = self.answering(table)
         return max(float(model.answer(total)[0][0]), 1.0) if model.covers(total) else None

@@ -448,3 +448,14 @@ def test_decimal_bounds_are_exact():
     assert v.width == Decimal("0.1")
     np.testing.assert_array_equal(v.compare("<", 0.3), [1, 1, 0, 0])
     np.testing.assert_allclose(v.bin_values(), [0.15, 0.25, 0.35, 0.45])
+
+
+def test_a_public_size_is_declared_and_validated():
+    text = '[tables.t]\nrows = 48842\n[tables.t.columns]\nx = { type = "integer", min = 0, max = 3 }\n'
+    assert Catalog.from_toml(text).get("t").public_rows == 48842
+    assert Catalog.from_toml(text.replace("rows = 48842\n", "")).get("t").public_rows is None
+    for bad in ("0", "-5", "1.5", "true", '"many"'):
+        with pytest.raises(CatalogError, match="rows"):
+            Catalog.from_toml(text.replace("48842", bad))
+    # The size is planning input, not part of what measurements mean: the signature ignores it.
+    assert Catalog.from_toml(text).get("t").signature() == Catalog.from_toml(text.replace("48842", "7")).get("t").signature()

@@ -60,3 +60,15 @@ def test_explain_shows_predicted_time_after_the_size_is_released():
     cur.execute("EXPLAIN " + QUERIES[1])
     text = "\n".join(row[0] for row in cur.fetchall())
     assert "predicted scan" in text and "per million rows" not in text
+
+
+def test_a_declared_public_size_predicts_the_scan_before_any_release():
+    con = duckdb.connect()
+    create_people_table(con, rows=20_000, seed=1)
+    catalog = PEOPLE_CATALOG_TOML.replace("[tables.people]\n", "[tables.people]\nrows = 20000\n")
+    conn = dpsql.connect(con=con, catalog=catalog, epsilon=5.0, delta=1e-9, seed=0)
+    cur = conn.cursor()
+    cur.execute("EXPLAIN " + QUERIES[0])
+    text = "\n".join(row[0] for row in cur.fetchall())
+    assert "predicted scan" in text and "per million rows" not in text
+    assert conn.session.budget().spent.epsilon == 0
