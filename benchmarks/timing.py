@@ -31,7 +31,7 @@ from dpsql.demo import DASHBOARD
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.scan_speed import duckdb_scan_speed
 from mechanisms.accounting import epsilon_delta_to_zcdp
-from mechanisms.measurement import _DENSE_LATTICE
+from mechanisms.measurement import forget_lattices
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel
 from planner.planner import plan_workload
@@ -54,7 +54,7 @@ def measure_phases(con, catalog: Catalog, queries: list[str], rho: float, delta:
     plan = plan_workload(workload, rho, "gaussian", delta)
     rows = int(backend.marginals(table, [()])[()][0])  # the true size, treated as public
     predicted = predict(plan, domain, rows, duckdb_scan_speed())
-    _DENSE_LATTICE.clear()  # time first releases, as predicted
+    forget_lattices()  # time first releases, as predicted
 
     started = time.perf_counter()
     counts = backend.marginals(table, [m.clique for m in plan.measurements])

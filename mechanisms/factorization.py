@@ -69,10 +69,10 @@ class Factorization:
         return self.error / self.lower_bound - 1.0 if self.lower_bound > 0 else 0.0
 
 
-def _psd_power(m: np.ndarray, power: float, floor: float = 0.0) -> np.ndarray:
+def _psd_power(m: np.ndarray, power: float) -> np.ndarray:
+    """M^power for a symmetric PSD M (round-off negatives clipped to 0)."""
     vals, vecs = np.linalg.eigh((m + m.T) / 2)
-    vals = np.maximum(vals, floor)
-    return (vecs * vals**power) @ vecs.T
+    return (vecs * np.maximum(vals, 0.0) ** power) @ vecs.T
 
 
 def _dual_step(u: np.ndarray, q: np.ndarray, d: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:

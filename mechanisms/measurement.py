@@ -218,29 +218,31 @@ def exact_work(query: Matrix | None) -> tuple[int, int]:
 
 # Exact lattice forms of general (dense) factors, by content: a strategy is released again on every
 # draw or session, and reading its entries as exact decimals is the slow part of a release.
-_DENSE_LATTICE: dict[str, tuple[Fraction, np.ndarray | None]] = {}
+_DENSE_LATTICE: dict[str, tuple[Fraction, np.ndarray]] = {}
 _DENSE_LATTICE_SIZE = 64
 
 
-def _dense_lattice(f: Matrix, with_units: bool) -> tuple[Fraction, np.ndarray | None]:
-    """(lattice step, entries in integer units if asked) of a general factor, cached by content."""
+def _dense_lattice(f: Matrix) -> tuple[Fraction, np.ndarray]:
+    """(lattice step, entries in integer units of it) of a general factor, cached by content."""
     dense = np.ascontiguousarray(f.dense(), dtype=float)
     key = hashlib.sha1(dense.tobytes()).hexdigest() + repr(dense.shape)
-    step, units = _DENSE_LATTICE.get(key, (None, None))
-    if step is None:
+    if key not in _DENSE_LATTICE:
+        if len(_DENSE_LATTICE) >= _DENSE_LATTICE_SIZE:
+            _DENSE_LATTICE.pop(next(iter(_DENSE_LATTICE)))  # the oldest
         step = lattice_step(dense)
-    if with_units and units is None:
-        units = _integer_units(dense, step)
-    if len(_DENSE_LATTICE) >= _DENSE_LATTICE_SIZE:
-        _DENSE_LATTICE.pop(next(iter(_DENSE_LATTICE)))
-    _DENSE_LATTICE[key] = (step, units)
-    return step, units
+        _DENSE_LATTICE[key] = (step, _integer_units(dense, step))
+    return _DENSE_LATTICE[key]
+
+
+def forget_lattices() -> None:
+    """Empty the cache of dense factors' exact lattices (to time a first release)."""
+    _DENSE_LATTICE.clear()
 
 
 def _factor_step(f: Matrix) -> Fraction:
     if isinstance(f, (Identity, Ones, Diagonal)):
         return lattice_step(_factor_entries(f))
-    return _dense_lattice(f, with_units=False)[0]
+    return _dense_lattice(f)[0]
 
 
 def _factor_entries(f: Matrix) -> np.ndarray:
@@ -264,7 +266,7 @@ def _apply_exact(f: Matrix, step: Fraction, t: np.ndarray, axis: int) -> np.ndar
         shape = [1] * t.ndim
         shape[axis] = -1
         return t * units.reshape(shape)
-    own, units = _dense_lattice(f, with_units=True)
+    own, units = _dense_lattice(f)
     if own != step:  # applied in another term's units
         units = _integer_units(np.asarray(f.dense(), dtype=float), step)
     return np.moveaxis(np.tensordot(units, t, axes=([1], [axis])), 0, axis)

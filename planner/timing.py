@@ -129,11 +129,11 @@ def predict(plan, domain: Domain, rows: float | None, scan: ScanSpeed | None) ->
     speeds = release_speeds()
     cliques = list(dict.fromkeys(m.clique for m in plan.measurements))
     cells = sum(domain.size(c) for c in cliques)
-    release = sum(
-        speeds.seconds(domain.size(m.clique) if m.query(domain) is None else m.query(domain).shape[0],
-                       exact_work(m.query(domain)))
-        for m in plan.measurements
-    )
+    release = 0.0
+    for m in plan.measurements:
+        query = m.query(domain)
+        entries = domain.size(m.clique) if query is None else query.shape[0]
+        release += speeds.seconds(entries, exact_work(query))
     if not cliques or scan is None:
         scan_seconds = 0.0 if not cliques else None
         per_million = 0.0 if not cliques else None
