@@ -24,6 +24,7 @@ from dpsql.errors import (
     InternalError,
     NotSupportedError,
     OperationalError,
+    ProfileError,
     ProgrammingError,
     Warning,
 )
@@ -40,5 +41,5 @@ __all__ = [
     "connect", "Connection", "Cursor", "Result", "Catalog", "integer", "numeric", "categorical",
     "Warning", "Error", "InterfaceError", "DatabaseError", "DataError", "OperationalError",
     "IntegrityError", "InternalError", "ProgrammingError", "NotSupportedError",
-    "CatalogError", "BudgetExceededError", "apilevel", "threadsafety", "paramstyle", "register",
+    "CatalogError", "ProfileError", "BudgetExceededError", "apilevel", "threadsafety", "paramstyle", "register",
 ]

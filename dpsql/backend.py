@@ -9,12 +9,19 @@ another dialect gets it transpiled by sqlglot (`SQLBackend.dialect`).
 A table with a privacy unit is bounded in the same scan (`bounded_source`):
 rows without a unit are dropped and each unit keeps at most k rows, ranked by
 ROW_NUMBER() over a SHA-256 of the ledger's secret key and the row's bins.
+
+Only dpsql's SQL runs on a backend's connection. Before the first scan of a table,
+a query that reads no rows checks that the database holds what the catalog
+declares (its failure names what is missing: schema, not data). A scan that then
+fails says one fixed thing (`SCAN_FAILED`), whatever the cause, and the cause goes
+to the data owner's log (logger ``dpsql.scan``): no message can depend on the data.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Protocol
+import logging
+from typing import Any, Callable, Protocol
 
 import duckdb
 import numpy as np
@@ -25,6 +32,12 @@ from dpsql.errors import InterfaceError, OperationalError, ProgrammingError
 
 Clique = tuple[str, ...]
 _UNIT, _RANK = "__dpsql_unit", "__dpsql_rank"
+SCAN_FAILED = (
+    "the measurement failed in the database; nothing was charged (the data owner's log, logger 'dpsql.scan', "
+    "has the cause)"
+)
+log = logging.getLogger("dpsql.scan")
+Relation = Callable[[str], str]  # a table name -> the SQL naming it in the engine
 
 
 class Backend(Protocol):
@@ -37,28 +50,34 @@ class Backend(Protocol):
     def dropped_rows(self, table: Table, cap: int) -> int:
         """Σ over privacy units of min(rows beyond the bound, cap): what bounding drops, capped."""
 
+    def interrupt(self) -> None:
+        """Stop a running scan (called from another thread); may do nothing."""
 
-def unit_rows_sql(table: Table) -> str:
+    def progress(self) -> float:
+        """How far a running scan has got, in percent (-1: unknown)."""
+
+
+def unit_rows_sql(table: Table, relation: Relation = quote_identifier) -> str:
     """The rows that fit the catalog, with their privacy unit as column `__dpsql_unit`.
 
     A linked table reaches its unit by joining along its foreign keys; a row whose key
     finds no row gets no unit, and one whose key finds several counts once per match.
     """
     unit = table.unit
-    rows = f"SELECT * FROM {quote_identifier(table.name)} WHERE {table.fits_sql()}"
+    rows = f"SELECT * FROM {relation(table.name)} WHERE {table.fits_sql()}"
     if not unit.path:
         return f"SELECT *, {quote_identifier(unit.column)} AS {_UNIT} FROM ({rows}) AS t"
     joins, previous = [], "t"
     for i, hop in enumerate(unit.path, start=1):
         joins.append(
-            f"JOIN {quote_identifier(hop.table)} AS p{i} ON {previous}.{quote_identifier(hop.column)} "
+            f"JOIN {relation(hop.table)} AS p{i} ON {previous}.{quote_identifier(hop.column)} "
             f"= p{i}.{quote_identifier(hop.key)}"
         )
         previous = f"p{i}"
     return f"SELECT t.*, {previous}.{quote_identifier(unit.column)} AS {_UNIT} FROM ({rows}) AS t {' '.join(joins)}"
 
 
-def bounded_source(table: Table, key: str | None) -> str:
+def bounded_source(table: Table, key: str | None, relation: Relation = quote_identifier) -> str:
     """FROM-clause SQL of the rows a measurement counts.
 
     Without a privacy unit: the rows that fit the catalog. With one: of those, the rows
@@ -68,23 +87,23 @@ def bounded_source(table: Table, key: str | None) -> str:
     on the unit's own rows only, so one unit changes any histogram by at most k rows.
     """
     if table.unit is None:
-        return f"{quote_identifier(table.name)} WHERE {table.fits_sql()}"
+        return f"{relation(table.name)} WHERE {table.fits_sql()}"
     if not key:
         raise ProgrammingError(f"measuring {table.name!r} needs the ledger's bounding key (it has a privacy unit)")
     parts = [quote_string(key), f"CAST({_UNIT} AS VARCHAR)"]
     parts += [f"CAST({c.bin_sql()} AS VARCHAR)" for c in table.columns.values()]
     ranked = (
         f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY SHA256(CONCAT_WS('|', {', '.join(parts)}))) "
-        f"AS {_RANK} FROM ({unit_rows_sql(table)}) AS u WHERE {_UNIT} IS NOT NULL"
+        f"AS {_RANK} FROM ({unit_rows_sql(table, relation)}) AS u WHERE {_UNIT} IS NOT NULL"
     )
     return f"(SELECT * FROM ({ranked}) AS r WHERE {_RANK} <= {table.unit.bound}) AS bounded"
 
 
-def dropped_rows_sql(table: Table, cap: int) -> str:
+def dropped_rows_sql(table: Table, cap: int, relation: Relation = quote_identifier) -> str:
     """One row, column `n`: Σ over units of min(rows − k, cap) for units with more than k rows."""
     k = table.unit.bound
     per_unit = (
-        f"SELECT {_UNIT}, COUNT(*) AS unit_rows FROM ({unit_rows_sql(table)}) AS u "
+        f"SELECT {_UNIT}, COUNT(*) AS unit_rows FROM ({unit_rows_sql(table, relation)}) AS u "
         f"WHERE {_UNIT} IS NOT NULL GROUP BY {_UNIT}"
     )
     return (
@@ -104,7 +123,9 @@ def _grouped_raw(column: Column) -> bool:
     return column.kind == CATEGORICAL and column.other is None
 
 
-def marginal_sql(table: Table, cliques: list[Clique], key: str | None = None) -> tuple[str, list[str]]:
+def marginal_sql(
+    table: Table, cliques: list[Clique], key: str | None = None, relation: Relation = quote_identifier
+) -> tuple[str, list[str]]:
     """One scan of the protected table computing every clique's marginal (DuckDB SQL).
 
     The scan keeps the rows that fit the catalog (bounded per privacy unit with the
@@ -116,7 +137,7 @@ def marginal_sql(table: Table, cliques: list[Clique], key: str | None = None) ->
     grouped, as GROUPING() does, spelled with one-argument GROUPING() calls, which
     every engine has.
     """
-    source = bounded_source(table, key)
+    source = bounded_source(table, key, relation)
     used = [table.columns[c] for c in table.columns if any(c in q for q in cliques)]
     if not used:
         return f"SELECT 0 AS g, COUNT(*) AS n FROM {source}", []
@@ -165,44 +186,72 @@ class SQLBackend:
     """A backend that runs `marginal_sql`, transpiled from DuckDB to `dialect`.
 
     A subclass names its engine, its sqlglot `dialect`, the exception types by which
-    the engine refuses or fails a query (`errors`), and implements `fetch`.
+    the engine refuses or fails a query (`errors`), and implements `fetch`; it may
+    name tables its own way (`relation`).
     """
 
     engine = "DuckDB"
     dialect = "duckdb"
     errors: tuple[type[Exception], ...] = ()
-    # Errors raised before any row is read, so their messages cannot quote protected values.
-    plan_errors: tuple[type[Exception], ...] = ()
+
+    def __init__(self) -> None:
+        self._checked: set[tuple[str, str]] = set()
+
+    def relation(self, name: str) -> str:
+        """The SQL naming table `name` in the engine."""
+        return quote_identifier(name)
 
     def marginals(self, table: Table, cliques: list[Clique], key: str | None = None) -> dict[Clique, np.ndarray]:
         cliques = list(dict.fromkeys(cliques))
         if not cliques:
             return {}
-        sql, names = marginal_sql(table, cliques, key)
+        self.check(table, key)
+        sql, names = marginal_sql(table, cliques, key, self.relation)
         result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
         return decode_marginals(table, cliques, names, result)
 
     def dropped_rows(self, table: Table, cap: int) -> int:
-        result = self._run(dropped_rows_sql(table, cap), ["n"], f"counting the rows bounding drops from {table.name!r}")
+        self.check(table, "")
+        sql = dropped_rows_sql(table, cap, self.relation)
+        result = self._run(sql, ["n"], f"counting the rows bounding drops from {table.name!r}")
         return int(result["n"][0])
 
+    def check(self, table: Table, key: str | None) -> None:
+        """Check, reading no rows, that the engine holds the table and columns the catalog declares
+        (and that binding them works); its failure is about the schema, so its message is shown."""
+        if (table.name.lower(), table.signature()) in self._checked:
+            return
+        sql, _ = marginal_sql(table, [tuple(table.columns)], key or "-", self.relation)
+        if self.dialect != "duckdb":
+            sql = sqlglot.transpile(sql, read="duckdb", write=self.dialect)[0]
+        try:
+            self.fetch(f"SELECT * FROM ({sql}) AS checked LIMIT 0", [])
+        except self.errors as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            log.error("the catalog's table %r does not bind on %s: %s", table.name, self.engine, e)
+            raise OperationalError(
+                f"the database does not hold table {table.name!r} as the catalog declares it ({first}); the data "
+                "owner must fix the catalog or the database; nothing was charged") from None
+        self._checked.add((table.name.lower(), table.signature()))
+
     def _run(self, sql: str, columns: list[str], what: str, secret: str | None = None) -> dict[str, np.ndarray]:
-        """`fetch` in the engine's dialect; its errors (nothing charged yet) as OperationalError,
-        with the secret key blotted out of the message."""
+        """`fetch` in the engine's dialect. Any failure (nothing is charged yet) raises the one
+        message `SCAN_FAILED`; its cause is logged for the data owner, the secret key blotted out."""
         if self.dialect != "duckdb":
             sql = sqlglot.transpile(sql, read="duckdb", write=self.dialect)[0]
         try:
             return self.fetch(sql, columns)
         except self.errors as e:
-            if not isinstance(e, self.plan_errors):  # e.g. a conversion error quotes the value it failed on
-                raise OperationalError(
-                    f"{what} on {self.engine} failed while reading the data ({type(e).__name__}; the message is "
-                    f"withheld, it may quote protected values): check that the stored column types match the "
-                    f"catalog's declarations") from None
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            if secret:
-                first = first.replace(secret, "<key>")
-            raise OperationalError(f"{what} on {self.engine} failed: {first}") from None
+            cause = str(e).replace(secret, "<key>") if secret else str(e)
+            log.error("%s on %s failed: %s: %s", what, self.engine, type(e).__name__, cause)
+            raise OperationalError(SCAN_FAILED) from None
+
+    def interrupt(self) -> None:
+        """Stop the running scan, where the engine can."""
+
+    def progress(self) -> float:
+        """How far the running scan has got, in percent (-1: unknown)."""
+        return -1.0
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
         """Run `sql` in the engine; each named result column as an integer array (NULL: any value)."""
@@ -210,17 +259,45 @@ class SQLBackend:
 
 
 class DuckDBBackend(SQLBackend):
-    """Marginals computed by DuckDB on the connection that holds the protected data."""
+    """Marginals computed by DuckDB, on a connection of the data's database that only dpsql uses.
+
+    The connection's search path is DuckDB's built-in schema alone, so every function and
+    operator the scan calls is the built-in one (a macro stored in the database is never on
+    the path), and each table is named with its database and schema.
+    """
 
     errors = (duckdb.Error,)
-    plan_errors = (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException)
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
-        self.con = con
+        """Measure in `con`'s database, on a new connection of its own."""
+        super().__init__()
+        self.con = con = con.cursor()
+        self.database, self.schema = con.execute("SELECT current_database(), current_schema()").fetchone()
+        con.execute("SET search_path = 'system.main'")
+
+    def relation(self, name: str) -> str:
+        return ".".join(quote_identifier(p) for p in (self.database, self.schema, name))
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
         result = self.con.execute(sql).fetchnumpy()
         return {c: np.ma.getdata(result[c]) for c in columns}
+
+    def interrupt(self) -> None:
+        self.con.interrupt()
+
+    def progress(self) -> float:
+        try:
+            return float(self.con.query_progress())
+        except duckdb.Error:
+            return -1.0
+
+    def close(self) -> None:
+        self.con.close()
+
+    def show_progress(self) -> None:
+        """Let DuckDB track how far a scan has got (for `progress`)."""
+        self.con.execute("SET enable_progress_bar = true")
+        self.con.execute("SET enable_progress_bar_print = false")
 
 
 def make_backend(backend: str | Backend, spark: Any = None) -> Backend | None:

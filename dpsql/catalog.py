@@ -48,6 +48,21 @@ INTEGER, NUMERIC, CATEGORICAL = "integer", "numeric", "categorical"
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
+def _read_catalog_file(path: Path) -> str:
+    """The text of a catalog file (UTF-8)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CatalogError(f"catalog file {str(path)!r} does not exist") from None
+    except OSError as e:
+        raise CatalogError(f"cannot read catalog file {str(path)!r}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CatalogError(f"catalog file {str(path)!r} is not UTF-8 text (byte {e.start + 1}); save it as "
+                           "UTF-8") from None
+
+
 def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -462,6 +477,7 @@ class Catalog:
 
     def __init__(self, tables: Iterable[Table] = ()):
         self.tables: dict[str, Table] = {}
+        self.path: Path | None = None  # the file it was loaded from, if any
         for t in tables:
             self.tables[t.name.lower()] = t
         self._resolve_units()
@@ -498,19 +514,31 @@ class Catalog:
 
     @classmethod
     def load(cls, source: "Catalog | dict | str | Path | None") -> "Catalog":
-        """A catalog from a Catalog, a dict, TOML text or a path to a TOML file."""
+        """A catalog from a Catalog, a dict, TOML text or a path to a TOML file.
+
+        None is the empty catalog (no protected tables: everything is public); any other
+        source must declare at least one table, so a blank or mistyped file never turns
+        protection off.
+        """
         if source is None:
             return cls()
         if isinstance(source, Catalog):
             return source
         if isinstance(source, dict):
-            return cls.from_dict(source)
-        if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".toml")):
-            path = Path(source)
-            if not path.exists():
-                raise CatalogError(f"catalog file {str(path)!r} does not exist")
-            return cls.from_toml(path.read_text())
-        return cls.from_toml(str(source))
+            catalog = cls.from_dict(source)
+        elif isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith(".toml")):
+            catalog = cls.from_toml(_read_catalog_file(Path(source)))
+            catalog.path = Path(source)
+        elif isinstance(source, str):
+            catalog = cls.from_toml(source)
+        else:
+            raise CatalogError(f"a catalog is a Catalog, a dict, TOML text or a .toml path, not {type(source).__name__}")
+        if not catalog.tables:
+            raise CatalogError(
+                "the catalog declares no protected tables, so every table would be public: declare each "
+                "protected table under [tables.<name>.columns] (see the README)"
+            )
+        return catalog
 
     def add_table(
         self, name: str, columns: dict[str, dict], privacy_unit: str | dict | None = None,

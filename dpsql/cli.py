@@ -22,7 +22,7 @@ def _shell(args: argparse.Namespace) -> int:
 
     return shell_main(args.database, catalog=args.catalog, epsilon=args.epsilon, delta=args.delta,
                       query_epsilon=args.query_epsilon, state=args.state, mode=args.mode, command=args.sql,
-                      spark=args.spark)
+                      spark=args.spark, profile=args.profile, analyst=args.analyst)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                            description="Interactive SQL shell with DP answers, error bars and the budget in view. "
                                        "Reads statements from standard input when it is not a terminal.")
     shell.add_argument("database", nargs="?", help="DuckDB database file (default: the generated demo database)")
+    shell.add_argument("--profile", help="the data owner's deployment profile (TOML): it names the database, "
+                       "catalog, ledger and budgets; analysts connect with it and --analyst only")
+    shell.add_argument("--analyst", help="your analyst name in the profile")
     shell.add_argument("--catalog", help="catalog TOML file declaring the protected tables")
     shell.add_argument("--epsilon", type=float, help="total budget ε of a new ledger (default 1)")
     shell.add_argument("--delta", type=float, help="δ of the budget (default 1e-9; 0 for pure ε-DP)")

@@ -8,18 +8,23 @@ result set is also available as `cursor.result` with standard errors
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import duckdb
 
-from dpsql.backend import Backend, make_backend
+from dpsql.backend import Backend, DuckDBBackend, make_backend
+from dpsql.budget import checked
 from dpsql.catalog import Catalog
 from dpsql.errors import Error, InterfaceError, OperationalError, ProgrammingError
 from dpsql.ledger import Ledger
+from dpsql.output_files import OutputFiles
+from dpsql.profile import Profile
 from dpsql.result import Result
 from dpsql.session import BudgetStatus, Session
 from dpsql.statements import OBJECTIVE_NAMES, BeginWorkload
+from dpsql.workspace import DataTables, Workspace
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN, LAPLACE
 
@@ -52,50 +57,125 @@ def connect(
     con: duckdb.DuckDBPyConnection | None = None,
     backend: str | Backend = "duckdb",
     spark: Any = None,
+    profile: str | Path | None = None,
+    analyst: str | None = None,
 ) -> "Connection":
     """Open a DP connection.
 
-    The budget is ``epsilon`` with ``delta`` (zCDP accounting, discrete
-    Gaussian noise; δ defaults to 1e-9), or ``rho`` directly, or ``epsilon``
-    with ``delta=0`` for pure ε-DP (discrete Laplace noise). With none given, a
-    new ledger gets ε=1, δ=1e-9 and an existing one keeps its stored budget.
-    ``query_epsilon`` (default 0.1) or ``query_rho`` is what each query that
-    needs new measurements spends. The ledger lives in ``state`` (default:
+    An analyst connects with the data owner's deployment profile and their name:
+    ``connect(profile="census.toml", analyst="alice")`` (see `dpsql.profile`); the
+    profile fixes everything else but ``query_epsilon``/``query_rho`` and ``dialect``.
+
+    The other arguments are the data owner's (and tests'): the budget is ``epsilon``
+    with ``delta`` (zCDP accounting, discrete Gaussian noise; δ defaults to 1e-9), or
+    ``rho`` directly, or ``epsilon`` with ``delta=0`` for pure ε-DP (discrete Laplace
+    noise). With none given, a new ledger gets ε=1, δ=1e-9 and an existing one keeps
+    its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
+    query that needs new measurements spends. The ledger lives in ``state`` (default:
     ``<database>.dpsql-state`` beside a file database, in memory otherwise).
-    ``seed`` makes the noise reproducible: for tests only.
+    ``seed`` makes the noise reproducible: for tests only (never through a profile).
     ``backend="spark"`` measures protected tables in Spark (``spark``: a
     SparkSession or a master URL; default: the configured one) instead of in
     the DuckDB database, which still holds the ledger and public tables; any
     object with a ``marginals`` method (a ``dpsql.backend.Backend``) may be given.
     """
+    if profile is not None:
+        given = {"database": database != ":memory:", "catalog": catalog is not None, "epsilon": epsilon is not None,
+                 "delta": delta is not None, "rho": rho is not None, "state": state is not None,
+                 "seed": seed is not None, "read_only": read_only, "user": user is not None, "con": con is not None,
+                 "backend": backend != "duckdb", "spark": spark is not None}
+        chosen = [name for name, was_given in given.items() if was_given]
+        if chosen:
+            raise ProgrammingError(f"a profile fixes {', '.join(chosen)}: connect with the profile and an analyst only")
+        return _connect_profile(Profile.load(profile), analyst, query_epsilon, query_rho, dialect)
+    if analyst is not None:
+        raise ProgrammingError("analyst= names an analyst of a profile: give profile= too")
+    return _open(database, catalog=catalog, epsilon=epsilon, delta=delta, rho=rho, query_epsilon=query_epsilon,
+                 query_rho=query_rho, state=state, seed=seed, dialect=dialect, read_only=read_only, user=user,
+                 con=con, backend=backend, spark=spark)
+
+
+def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | None, query_rho: float | None,
+                     dialect: str) -> "Connection":
+    """An analyst's connection, everything but their per-query share and dialect from the owner's profile."""
+    who = profile.analyst(name)
+    if profile.log is not None:
+        _log_to(profile.log)
+    budget = profile.budget
+    return _open(
+        profile.database, catalog=profile.catalog, epsilon=budget.get("epsilon"), delta=budget.get("delta"),
+        rho=budget.get("rho"), query_epsilon=query_epsilon if query_epsilon is not None or query_rho is not None
+        else budget.get("query_epsilon"), query_rho=query_rho if query_rho is not None else budget.get("query_rho"),
+        state=profile.ledger, seed=None, dialect=dialect, read_only=profile.read_only, user=who.name,
+        engine=profile.engine,
+        workspace=profile.workspace, allowance=(who.epsilon, who.rho), owner_files=[profile.path],
+        output_dir=profile.output_dir,
+    )
+
+
+def _log_to(path: Path) -> None:
+    """Send dpsql's log (failed scans and their causes) to the owner's file, once per file."""
+    logger = logging.getLogger("dpsql")
+    if not any(isinstance(h, logging.FileHandler) and Path(h.baseFilename) == path for h in logger.handlers):
+        try:
+            handler = logging.FileHandler(path, encoding="utf-8")
+        except OSError as e:
+            raise OperationalError(f"cannot open the profile's log {str(path)!r}: {e.strerror}") from None
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
+
+
+def _open(
+    database: str, *, catalog, epsilon, delta, rho, query_epsilon, query_rho, state, seed, dialect, read_only, user,
+    con=None, backend: str | Backend = "duckdb", spark: Any = None, engine: dict | None = None,
+    workspace: dict | None = None, allowance: tuple[float | None, float | None] = (None, None),
+    owner_files: list = (), output_dir: Path | None = None,
+) -> "Connection":
     if rho is not None and epsilon is not None:
         raise ProgrammingError("give either epsilon (with delta) or rho, not both")
-    for name, value in (("epsilon", epsilon), ("rho", rho), ("query_epsilon", query_epsilon), ("query_rho", query_rho)):
-        if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
-            raise ProgrammingError(f"{name} must be a positive number, got {value!r}")
-    if delta is not None and not (0 <= delta < 1):
-        raise ProgrammingError(f"delta must be in [0, 1), got {delta!r}")
+    for name, value in (("epsilon", epsilon), ("rho", rho), ("query_epsilon", query_epsilon), ("query_rho", query_rho),
+                        ("delta", delta)):
+        if value is not None:
+            checked(name.removeprefix("query_"), value, name)
     noise = LAPLACE if (delta == 0 and rho is None) else GAUSSIAN
     delta = 0.0 if noise == LAPLACE else (DEFAULT_DELTA if delta is None else float(delta))
-    if rho is not None:
-        total: float | None = float(rho)
-    elif epsilon is not None:
-        total = float(epsilon) if noise == LAPLACE else epsilon_delta_to_zcdp(float(epsilon), delta)
-    else:
-        total = None
+    total = _in_unit(epsilon, rho, noise, delta)
     catalog = Catalog.load(catalog)
     measurer = make_backend(backend, spark)
     try:
-        data = con or duckdb.connect(database, read_only=read_only)
+        data = con or duckdb.connect(database, read_only=read_only, config=dict(engine or {}))
     except duckdb.Error as e:
         raise OperationalError(f"cannot open database {database!r}: {e}") from None
     state_path = _state_path(database, state)
     ledger = _open_ledger(state_path, noise, total, delta, user)
+    ledger.limit = _in_unit(*allowance, ledger.noise, ledger.delta)
+    names = {t.name.lower(): t.name for t in catalog.tables.values()}
+    # Three connections that never see analyst SQL: the scan's, and the one copying public tables
+    # into the workspace; the analyst's SQL runs in the workspace, a database of its own.
     session = Session(
-        data, catalog, ledger, query_epsilon=query_epsilon, query_rho=query_rho, seed=seed, dialect=dialect,
-        backend=measurer,
+        Workspace(DataTables(data.cursor(), names), names, workspace), catalog, ledger,
+        measurer or DuckDBBackend(data), query_epsilon=query_epsilon, query_rho=query_rho, seed=seed,
+        dialect=dialect,
     )
-    return Connection(session, owns_connection=con is None)
+    owned = [*_database_files(data), state_path, *([catalog.path] if catalog.path else []), *owner_files]
+    return Connection(session, data if con is None else None, OutputFiles(owned, output_dir))
+
+
+def _in_unit(epsilon: float | None, rho: float | None, noise: str, delta: float) -> float | None:
+    """An amount given as ε (at δ) or ρ, in the ledger's unit (None: not given)."""
+    if rho is not None:
+        if noise == LAPLACE:
+            raise ProgrammingError("a pure ε-DP ledger takes amounts as epsilon, not rho")
+        return float(rho)
+    if epsilon is not None:
+        return float(epsilon) if noise == LAPLACE else epsilon_delta_to_zcdp(float(epsilon), delta)
+    return None
+
+
+def _database_files(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The files of the databases attached to the data's DuckDB instance."""
+    return [path for (path,) in con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()]
 
 
 def _open_ledger(path: str, noise: str, total: float | None, delta: float, user: str | None) -> Ledger:
@@ -111,9 +191,11 @@ def _open_ledger(path: str, noise: str, total: float | None, delta: float, user:
 class Connection:
     """A DB-API connection with a privacy budget (`budget`) and a session (`session`)."""
 
-    def __init__(self, session: Session, owns_connection: bool = True):
+    def __init__(self, session: Session, data: duckdb.DuckDBPyConnection | None = None,
+                 output_files: OutputFiles | None = None):
         self.session = session
-        self._owns = owns_connection
+        self._data = data  # the data's database, when this connection opened it
+        self.output_files = output_files or OutputFiles()  # where its surfaces may write files
         self._closed = False
 
     def _check(self) -> None:
@@ -182,9 +264,9 @@ class Connection:
         if self._closed:
             return
         self._closed = True
-        self.session.ledger.close()
-        if self._owns:
-            self.session.con.close()
+        self.session.close()
+        if self._data is not None:
+            self._data.close()
 
     def __enter__(self) -> "Connection":
         return self

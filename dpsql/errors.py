@@ -49,5 +49,9 @@ class CatalogError(ProgrammingError):
     """A catalog declaration is invalid, or a query conflicts with it."""
 
 
+class ProfileError(ProgrammingError):
+    """A deployment profile is missing, unreadable or invalid, or names no such analyst."""
+
+
 class BudgetExceededError(OperationalError):
     """The charge a statement needs exceeds the remaining privacy budget."""

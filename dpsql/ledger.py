@@ -79,11 +79,14 @@ class Ledger:
 
     `noise` fixes the unit: "gaussian" budgets are ρ (zCDP), "laplace" budgets
     are ε (pure DP). The first connection sets the total; later ones must agree.
+    Charges are made in the name of `who`; with a `limit` (set by a deployment
+    profile), `who`'s own charges may add up to at most that much.
     """
 
     def __init__(self, path: str, noise: str, total: float | None, delta: float, who: str | None = None):
         self.path = path
         self.who = who or _user()
+        self.limit: float | None = None
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         with self._open() as con:
             for stmt in _SCHEMA:
@@ -118,7 +121,7 @@ class Ledger:
         if path == ":memory:" or not Path(path).is_file():
             raise OperationalError(f"no ledger state file at {path!r}")
         ledger = cls.__new__(cls)
-        ledger.path, ledger.who, ledger._memory = path, _user(), None
+        ledger.path, ledger.who, ledger._memory, ledger.limit = path, _user(), None, None
         with ledger._open() as con:
             try:
                 rows = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchall()
@@ -152,28 +155,45 @@ class Ledger:
 
     # --- budget ---------------------------------------------------------------------
     @staticmethod
-    def _spent(con) -> float:
-        return float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger").fetchone()[0])
+    def _spent(con, who: str | None = None) -> float:
+        """Everything charged, or `who`'s charges."""
+        if who is None:
+            return float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger").fetchone()[0])
+        return float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger WHERE who = ?", [who]).fetchone()[0])
 
     def spent(self) -> float:
+        """Everything charged to the ledger, by anyone."""
         with self._open() as con:
             return self._spent(con)
 
-    def remaining(self) -> float:
-        return max(self.total - self.spent(), 0.0)
+    def status(self) -> tuple[float, float, float]:
+        """(total, spent, remaining) as `who` sees them: the ledger's, or within `who`'s limit."""
+        with self._open() as con:
+            return self._status(con)
 
-    def _refuse_if_over(self, cost: float, spent: float) -> None:
-        remaining = max(self.total - spent, 0.0)
-        if cost > remaining + _SLACK * self.total:
+    def _status(self, con) -> tuple[float, float, float]:
+        spent = self._spent(con)
+        if self.limit is None:
+            return self.total, spent, max(self.total - spent, 0.0)
+        mine = self._spent(con, self.who)
+        return self.limit, mine, max(min(self.limit - mine, self.total - spent), 0.0)
+
+    def remaining(self) -> float:
+        return self.status()[2]
+
+    def _refuse_if_over(self, cost: float, status: tuple[float, float, float]) -> None:
+        total, _, remaining = status
+        if cost > remaining + _SLACK * total:
             unit = "ρ" if self.noise == "gaussian" else "ε"
+            whose = "" if self.limit is None else f" of {self.who}'s budget"
             raise BudgetExceededError(
-                f"this statement needs {unit}={cost:.6g} but only {unit}={remaining:.6g} of "
-                f"{unit}={self.total:.6g} remains; nothing was charged"
+                f"this statement needs {unit}={cost:.6g} but only {unit}={remaining:.6g}{whose} of "
+                f"{unit}={total:.6g} remains; nothing was charged"
             )
 
     def check(self, cost: float) -> None:
         """Raise BudgetExceededError if `cost` does not fit in what remains."""
-        self._refuse_if_over(cost, self.spent())
+        self._refuse_if_over(cost, self.status())
 
     def charge(
         self,
@@ -188,7 +208,7 @@ class Ledger:
         with self._open() as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                self._refuse_if_over(cost, self._spent(con))
+                self._refuse_if_over(cost, self._status(con))
                 last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
                 seq = 1 if last is None else int(last[0]) + 1
                 prev = last[1] if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]

@@ -1,19 +1,30 @@
-"""Plain SQL beside protected tables: which statements mention one, and which others may run.
+"""Which statements are DP queries, and which public statements may run.
 
-A session sends statements that mention no protected table to DuckDB as they
-are. `ProtectedNames` knows the protected tables and the views over them, finds
-a statement's reference to one (`reference`: names in any position, not string
-contents), and refuses public statements that could read a protected table
-another way (`check_public`): by a string naming it, through table functions
-or files, statistics views that show exact sizes, or commands sqlglot cannot
-look inside.
+A statement that names a protected table (`ProtectedNames.reference`) is a DP
+query: it is compiled, never run as written. Any other statement is public SQL,
+which runs in the analyst's workspace (`dpsql.workspace`), a database that holds
+no protected data. Public SQL is allowed by an allowlist (`check_public`), not
+refused by a blocklist. A statement runs only if
+
+- DuckDB's own parser sees exactly one statement, of a kind in `ALLOWED`;
+- sqlglot parses it (as DuckDB SQL) into a node of the same kind: a query, INSERT,
+  UPDATE, DELETE/TRUNCATE, CREATE/DROP/ALTER of a TABLE or VIEW, DESCRIBE,
+  SUMMARIZE, SHOW TABLES, or a transaction statement;
+- every table it reads is named (no file paths, no string naming a protected table)
+  or is one of the table functions in `TABLE_FUNCTIONS`.
+
+Everything else is refused before it reaches any database: SET/RESET/PRAGMA (settings,
+logging, profiling, resource limits), CALL, macros, functions, sequences, types,
+schemas, secrets, ATTACH/DETACH/USE, INSTALL/LOAD, COPY/EXPORT/IMPORT, CHECKPOINT,
+VACUUM, PIVOT (it creates types), PREPARE/EXECUTE, and whatever either parser cannot read. The two parsers
+must agree, so a statement that one reads differently from the other never runs.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
-import duckdb
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -22,17 +33,29 @@ from sqlglot.tokens import TokenType
 from dpsql.catalog import Catalog
 from dpsql.errors import NotSupportedError
 
-_REFUSED_KEYWORDS = {"ATTACH", "DETACH", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA", "CHECKPOINT"}
-_ALLOWED_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
-_STATISTICS_VIEWS = {"duckdb_tables", "pg_class"}  # they show exact row counts
+# DuckDB's statement type (by name) -> the sqlglot nodes allowed to carry it.
+ALLOWED: dict[str, tuple[type[exp.Expression], ...]] = {
+    "SELECT": (exp.Query, exp.Values, exp.Describe, exp.Summarize, exp.Show),
+    "INSERT": (exp.Insert,),
+    "UPDATE": (exp.Update,),
+    "DELETE": (exp.Delete, exp.TruncateTable),
+    "CREATE": (exp.Create,),
+    "DROP": (exp.Drop,),
+    "ALTER": (exp.Alter,),
+    "TRANSACTION": (exp.Transaction, exp.Commit, exp.Rollback),
+}
+OBJECT_KINDS = {"TABLE", "VIEW"}  # what CREATE, DROP and ALTER may name
+TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
+_SAFE_TABLE_FUNCTION_NODES = (exp.GenerateSeries, exp.ExplodingGenerateSeries, exp.Unnest)
+_HOW = "public SQL may query, create, change and drop tables and views (see SECURITY.md)"
 
 
 class ProtectedNames:
-    """The protected tables of a catalog on a connection, plus views whose definition mentions one."""
+    """The protected tables of a catalog, found by name in statements."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, catalog: Catalog, dialect: str):
+    def __init__(self, catalog: Catalog, dialect: str):
         self.dialect = dialect
-        self.names = _protected_names(con, catalog)  # lower-case name -> protected table
+        self.names = {t.name.lower(): t.name for t in catalog.tables.values()}  # lower-case name -> table
 
     def reference(self, text: str) -> str | None:
         """The protected table a statement mentions by name (anywhere but inside strings), if any."""
@@ -45,78 +68,63 @@ class ProtectedNames:
             return next((self.names[w.lower()] for w in words if w.lower() in self.names), None)
         for tok in tokens:
             if tok.token_type == TokenType.STRING:
-                continue  # table functions that take names as strings are refused by check_public
+                continue
             for part in re.split(r"[.\s]", tok.text):
                 if part.lower() in self.names:
                     return self.names[part.lower()]
         return None
 
-    def check_public(self, text: str) -> None:
-        """Refuse a statement without protected names that could still read a protected table."""
-        if not self.names:
-            return
-        first = text.split(None, 1)[0].upper() if text.split() else ""
-        if first in _REFUSED_KEYWORDS:
-            raise NotSupportedError(f"{first} is not allowed in a session with protected tables")
-        tree = _parse_or_none(text, self.dialect)
-        if tree is None:
-            raise NotSupportedError(
-                "this statement could not be checked (it does not parse); in a session with protected "
-                "tables only statements that parse can run"
-            )
-        if isinstance(tree, exp.Command):  # CALL, PREPARE, EXECUTE, ...: sqlglot cannot look inside
-            raise NotSupportedError(f"{str(tree.this).upper()} is not allowed in a session with protected tables")
-        if isinstance(tree, exp.Copy):
-            raise NotSupportedError("COPY is not allowed in a session with protected tables")
-        for literal in tree.find_all(exp.Literal):  # DuckDB reads a table named by a string ('people')
-            if literal.is_string and literal.name.strip().lower().rsplit(".", 1)[-1] in self.names:
-                raise NotSupportedError(f"the string {literal.name!r} names a protected table; query it by name "
-                                        f"with DP aggregates")
-        for table in tree.find_all(exp.Table):
-            _check_table(table, self.names)
-        for fn in tree.find_all(exp.Anonymous):
-            if fn.name.lower() in ("query", "query_table"):
-                raise NotSupportedError(f"{fn.name}() is not allowed in a session with protected tables")
+
+def check_public(text: str, duckdb_types: Callable[[str], list[str]], protected: dict[str, str]) -> exp.Expression:
+    """Allow one public statement, or raise NotSupportedError saying why; returns its sqlglot tree.
+
+    `duckdb_types` gives the types (names of DuckDB's StatementType) of the statements
+    DuckDB's parser finds in a text; `protected` holds the protected tables' lower-case names.
+    """
+    try:
+        kinds = duckdb_types(text)
+    except Exception:  # DuckDB cannot parse it, or names a statement type this client does not know
+        raise NotSupportedError(f"this statement does not parse as one DuckDB statement; {_HOW}") from None
+    if len(kinds) != 1:
+        raise NotSupportedError("one statement at a time: separate statements with ';'")
+    kind = kinds[0]
+    if kind not in ALLOWED:
+        raise NotSupportedError(f"{kind} statements are not allowed: {_HOW}")
+    try:
+        tree = sqlglot.parse_one(text, read="duckdb")
+    except Exception:
+        tree = None
+    if tree is None or not isinstance(tree, ALLOWED[kind]) or isinstance(tree, exp.Command):
+        raise NotSupportedError(f"this {kind} statement could not be checked, so it does not run; {_HOW}")
+    if isinstance(tree, (exp.Create, exp.Drop, exp.Alter)):
+        what = str(tree.args.get("kind") or "").upper()
+        if what not in OBJECT_KINDS:
+            raise NotSupportedError(f"{kind} {what or 'of this kind'} is not allowed: {_HOW}")
+    if isinstance(tree, (exp.Summarize, exp.Describe)) and isinstance(tree.this, exp.Literal):
+        raise NotSupportedError("reading files is not allowed; public SQL reads tables by name")
+    for table in tree.find_all(exp.Table):
+        _check_table(table, protected)
+    for fn in tree.find_all(exp.Anonymous):
+        if fn.name.lower() in ("query", "query_table"):
+            raise NotSupportedError(f"{fn.name}() runs SQL text, which cannot be checked: it is not allowed")
+    return tree
 
 
-def _check_table(table: exp.Table, names: dict[str, str]) -> None:
-    if table.name.lower() in names:  # FROM 'people': a string, not a name
-        raise NotSupportedError(f"{table.name!r} names a protected table; query it by name with DP aggregates")
-    if table.name.lower() in _STATISTICS_VIEWS:
-        raise NotSupportedError(f"{table.name} shows exact table sizes; it is not allowed in a session "
-                                f"with protected tables")
+def _check_table(table: exp.Table, protected: dict[str, str]) -> None:
     source = table.this
-    if isinstance(source, exp.Func):  # table functions can read files and other tables by name
-        name = (source.name if isinstance(source, exp.Anonymous) else source.sql_name()).lower()
-        if name not in _ALLOWED_TABLE_FUNCTIONS:
-            raise NotSupportedError(f"the table function {name}() is not allowed in a session with protected tables")
-    elif isinstance(source, exp.Identifier) and source.quoted and re.search(r"[./\\]", source.name):
-        raise NotSupportedError("reading files by name is not allowed in a session with protected tables")
+    if isinstance(source, exp.Identifier):
+        if source.name.strip().lower().rsplit(".", 1)[-1] in protected:  # FROM 'people': a string, not a name
+            raise NotSupportedError(f"{source.name!r} names a protected table; query it by name with DP aggregates")
+        if re.search(r"[./\\:]", source.name):
+            raise NotSupportedError("reading files is not allowed; public SQL reads tables by name")
+        return
+    if isinstance(source, _SAFE_TABLE_FUNCTION_NODES):
+        return
+    name = (source.name if isinstance(source, exp.Anonymous) else getattr(source, "sql_name", lambda: "?")()).lower()
+    if name not in TABLE_FUNCTIONS:
+        raise NotSupportedError(
+            f"the table function {name}() is not allowed; public SQL may use {', '.join(sorted(TABLE_FUNCTIONS))}"
+        )
 
 
-def _protected_names(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> dict[str, str]:
-    """Protected table names, plus views whose definition mentions one (name -> table)."""
-    names = {t.name.lower(): t.name for t in catalog.tables.values()}
-    try:
-        views = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall()
-    except duckdb.Error:
-        views = []
-    changed = True
-    while changed:
-        changed = False
-        for view, text in views:
-            hit = next((n for n in names if re.search(rf"\b{re.escape(n)}\b", text or "", re.I)), None)
-            if hit and view.lower() not in names:
-                names[view.lower()] = names[hit]
-                changed = True
-    return names
-
-
-def _parse_or_none(sql: str, dialect: str) -> exp.Expression | None:
-    try:
-        return sqlglot.parse_one(sql, read=dialect)
-    except Exception:  # DuckDB may accept what sqlglot cannot parse
-        return None
-
-
-__all__ = ["ProtectedNames"]
+__all__ = ["ALLOWED", "ProtectedNames", "TABLE_FUNCTIONS", "check_public"]

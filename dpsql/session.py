@@ -1,7 +1,8 @@
 """A session: runs statements against a database under one privacy budget.
 
-Public tables (not in the catalog) pass through to DuckDB. A query on a
-protected table is compiled to blocks; blocks the session's model already
+Public SQL (statements that name no protected table) runs in the analyst's
+workspace (`dpsql.workspace`), apart from the protected data, if the allowlist
+of `dpsql.public_sql` allows it. A query on a protected table is compiled to blocks; blocks the session's model already
 determines are answered for free; the rest are planned, their marginals
 computed in the database, the ledger charged together with the noisy
 measurements, and only then are answers assembled from the refitted model.
@@ -13,19 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import duckdb
 import numpy as np
 from sqlglot import exp
 
 from dpsql.backend import Backend, DuckDBBackend
+from dpsql.budget import checked
 from dpsql.catalog import Catalog, Table
 from dpsql.compiler import CompiledQuery, compile_tree, parse_statement
-from dpsql.errors import BudgetExceededError, Error, NotSupportedError, OperationalError, ProgrammingError
+from dpsql.errors import BudgetExceededError, Error, NotSupportedError, ProgrammingError
 from dpsql.ledger import Ledger
-from dpsql.public_sql import ProtectedNames
 from dpsql.lookups import PublicTables
+from dpsql.public_sql import ProtectedNames
 from dpsql.result import Result, aggregate_answers, assemble
 from dpsql.scan_speed import duckdb_scan_speed
+from dpsql.workspace import Workspace
 from dpsql.statements import (
     BeginWorkload,
     EndWorkload,
@@ -96,70 +98,72 @@ def _substitute(tree: exp.Expression, params: Sequence[Any] | dict | None) -> ex
 
 
 class Session:
-    """Executes statements for one connection; holds the models and the ledger."""
+    """Executes statements for one connection; holds the models and the ledger.
+
+    `backend` measures protected tables; `workspace` runs public SQL (see `dpsql.workspace`).
+    """
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
+        workspace: Workspace,
         catalog: Catalog,
         ledger: Ledger,
+        backend: Backend,
         *,
         query_epsilon: float | None = None,
         query_rho: float | None = None,
         seed: int | None = None,
         dialect: str = "duckdb",
-        backend: Backend | None = None,
     ):
-        self.con = con
+        self.workspace = workspace
         self.catalog = catalog
         self.ledger = ledger
         self.noise = ledger.noise
         self.delta = ledger.delta
         self.dialect = dialect
-        self.backend = backend or DuckDBBackend(con)
+        self.backend = backend
         self.rng = RandomSource(seed)
         self.models: dict[str, LeastSquaresModel] = {}
         self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
-        self.query_share = self._share(query_epsilon, query_rho, DEFAULT_QUERY_EPSILON)
+        self.query_share = self.share(query_epsilon, query_rho, DEFAULT_QUERY_EPSILON)
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
-        self.protected = ProtectedNames(self.con, self.catalog, self.dialect)
+        self.protected = ProtectedNames(self.catalog, self.dialect)
         # Called right before a statement charges; raising there cancels it with nothing spent.
         self.before_charge: Callable[[], None] | None = None
         # Shown progress of long releases (AIM, RAP): called with (fraction done, message).
         self.progress: Callable[[float, str], None] | None = None
 
     # --- budget ------------------------------------------------------------------
-    def _share(self, epsilon: float | None, rho: float | None, default: float | None = None) -> float:
-        """A budget share in the ledger's unit, from ε (at the session's δ) or ρ."""
+    def share(self, epsilon: float | None, rho: float | None, default: float | None = None) -> float:
+        """A budget share in the ledger's unit, from ε (at the session's δ) or ρ (each checked)."""
         if rho is not None:
             if self.noise == LAPLACE:
                 raise ProgrammingError("this session uses pure ε-DP: give shares as epsilon, not rho")
-            return float(rho)
-        epsilon = default if epsilon is None else epsilon
+            return checked("rho", rho)
+        epsilon = checked("epsilon", default if epsilon is None else epsilon)
         if self.noise == LAPLACE:
-            return float(epsilon)
-        return epsilon_delta_to_zcdp(float(epsilon), self.delta)
+            return epsilon
+        return epsilon_delta_to_zcdp(epsilon, self.delta)
 
     def amount(self, share: float) -> Amount:
         """A share of the ledger's unit, in both units."""
         return Amount.pure(share) if self.noise == LAPLACE else Amount.zcdp(share, self.delta)
 
     def budget(self) -> BudgetStatus:
-        spent = self.ledger.spent()
-        return BudgetStatus(
-            self.amount(self.ledger.total), self.amount(spent), self.amount(max(self.ledger.total - spent, 0.0))
-        )
+        """Total, spent and remaining: the ledger's, or the analyst's own under a profile's limit."""
+        total, spent, remaining = self.ledger.status()
+        return BudgetStatus(self.amount(total), self.amount(spent), self.amount(remaining))
 
     def set_option(self, name: str, value: float | str) -> None:
         if name == "query_epsilon":
-            self.query_share = self._share(value, None)
+            self.query_share = self.share(value, None)
         elif name == "query_rho":
-            self.query_share = self._share(None, value)
+            self.query_share = self.share(None, value)
         elif name == "max_rmse":
-            self.max_rmse = float(value) or None
+            self.max_rmse = checked("max_rmse", value, "dpsql.max_rmse") if value else None
         else:
             self.objective = str(value)
 
@@ -198,7 +202,7 @@ class Session:
             if isinstance(st, (Explain, Sql)):
                 sql, weight = take_weight(st.sql)
                 if self.protected.reference(sql) is None:
-                    self.protected.check_public(sql)
+                    self.workspace.check(sql)
                 else:
                     self._prepare(sql, None, weight)
 
@@ -239,10 +243,6 @@ class Session:
         """A statement that mentions a protected table, compiled as a DP query (or refused)."""
         protected = self.protected.reference(sql)
         tree = parse_statement(sql, self.dialect)
-        if protected.lower() not in self.catalog.tables:
-            raise NotSupportedError(
-                f"{protected!r} is a view over a protected table; query the protected table directly"
-            )
         if not isinstance(tree, exp.Select):
             raise NotSupportedError(
                 f"protected table {protected!r} is read-only through dpsql (the data owner "
@@ -255,8 +255,9 @@ class Session:
         outer template once on zeros: errors there (HAVING, ORDER BY, LIMIT on noisy values)
         must surface before anything is charged."""
         tree = _substitute(parse_statement(sql, self.dialect), params)
+        lookups = PublicTables(self.workspace.prepare(tree), self.protected.names)
         try:
-            compiled = compile_tree(tree, sql, self.catalog, label, PublicTables(self.con, self.protected.names))
+            compiled = compile_tree(tree, sql, self.catalog, label, lookups)
         except RecursionError:
             raise ProgrammingError("the query is nested too deeply to compile; simplify its conditions") from None
         for b in compiled.blocks:
@@ -266,16 +267,22 @@ class Session:
         return compiled
 
     def _public(self, sql: str, params) -> Result:
-        self.protected.check_public(sql)
-        try:
-            cursor = self.con.execute(sql, params or None)
-            description = cursor.description
-            rows = cursor.fetchall() if description else []
-        except duckdb.Error as e:
-            raise _duckdb_error(e) from None
-        columns = [d[0] for d in description] if description else []
-        types = [str(d[1]) for d in description] if description else []
-        return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types)
+        return self.workspace.run(sql, params)
+
+    def close(self) -> None:
+        """Close the workspace, the ledger and the scan's connection."""
+        self.workspace.close()
+        self.ledger.close()
+        getattr(self.backend, "close", lambda: None)()
+
+    def interrupt(self) -> None:
+        """Stop the running statement's database work (from another thread)."""
+        self.workspace.interrupt()
+        getattr(self.backend, "interrupt", lambda: None)()
+
+    def scan_progress(self) -> float:
+        """How far the running scan of protected data has got, in percent (-1: unknown)."""
+        return getattr(self.backend, "progress", lambda: -1.0)()
 
     # --- DP execution -----------------------------------------------------------------
     def model(self, table: Table) -> LeastSquaresModel:
@@ -360,9 +367,13 @@ class Session:
             if not blocks:
                 plan = Plan(self.noise, self.delta, [], {}, {}, [], "answered from earlier measurements")
             elif max_rmse is not None:
-                _, plan = budget_for_accuracy(
-                    workload, max_rmse, self.noise, self.delta, self._existing(table), table.contribution
-                )
+                try:
+                    _, plan = budget_for_accuracy(
+                        workload, max_rmse, self.noise, self.delta, self._existing(table), table.contribution
+                    )
+                except ArithmeticError as e:
+                    raise BudgetExceededError(f"an RMSE of at most {max_rmse:g} is out of reach ({e}); ask for a "
+                                              "larger max_rmse; nothing was charged") from None
             else:
                 plan = plan_workload(
                     workload, shares[name], self.noise, self.delta, self._existing(table), objective,
@@ -446,10 +457,7 @@ class Session:
         cap = spec.contribution if cap is None else cap
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise ProgrammingError(f"cap must be a positive integer, got {cap!r}")
-        for name, value in (("epsilon", epsilon), ("rho", rho)):
-            if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
-                raise ProgrammingError(f"{name} must be a positive number, got {value!r}")
-        share = self.query_share if epsilon is None and rho is None else self._share(epsilon, rho)
+        share = self.query_share if epsilon is None and rho is None else self.share(epsilon, rho)
         self.ledger.check(share)
         exact = self.backend.dropped_rows(spec, cap)
         values, cal = measure(np.asarray([exact]), None, self.noise, share, self.rng, cap)
@@ -485,7 +493,7 @@ class Session:
     def _workload_sizing(self, begin: BeginWorkload) -> dict[str, Any]:
         sizing = self._sizing()
         if begin.epsilon or begin.rho:
-            sizing.update(budget=self._share(begin.epsilon, begin.rho, None), max_rmse=None)
+            sizing.update(budget=self.share(begin.epsilon, begin.rho, None), max_rmse=None)
         if begin.delta is not None and begin.epsilon is not None and self.noise == GAUSSIAN:
             sizing["budget"] = epsilon_delta_to_zcdp(begin.epsilon, begin.delta)
         if begin.max_rmse is not None:
@@ -510,11 +518,8 @@ class Session:
         for i, text in enumerate(queries, start=1):
             sql, weight = take_weight(text)
             if weights is not None:
-                if not weights[i - 1] > 0:
-                    raise ProgrammingError(f"query weights must be positive, got {weights[i - 1]!r}")
-                weight *= float(weights[i - 1])
-            protected = self.protected.reference(sql)
-            if protected is None or protected.lower() not in self.catalog.tables:
+                weight *= checked("weight", weights[i - 1], f"the weight of query {i}")
+            if self.protected.reference(sql) is None:
                 raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
             compiled.append(self._compile(sql, label=f"q{i}", weight=weight))
         sizing = self._workload_sizing(begin)
@@ -528,9 +533,8 @@ class Session:
     def explain(self, sql: str) -> Result:
         """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
         sql, weight = take_weight(sql)
-        protected = self.protected.reference(sql)
-        if protected is None:
-            return self._public("EXPLAIN " + sql, None)
+        if self.protected.reference(sql) is None:
+            return self.workspace.run(sql, explain=True)
         compiled = self._compile(sql, weight=weight)
         return self._explain_result(self._plan([compiled], **self._sizing()))
 
@@ -569,16 +573,3 @@ def _check_unicode(text: str) -> None:
     except UnicodeEncodeError as e:
         raise ProgrammingError(f"the SQL or a parameter is not valid Unicode (a lone surrogate at character "
                                f"{e.start + 1})") from None
-
-
-def _duckdb_error(e: Exception) -> Error:
-    message = str(e).splitlines()[0] if str(e) else type(e).__name__
-    if isinstance(e, (duckdb.ParserException, duckdb.CatalogException, duckdb.BinderException)):
-        return ProgrammingError(message)
-    if isinstance(e, duckdb.ConstraintException):
-        from dpsql.errors import IntegrityError
-
-        return IntegrityError(message)
-    return OperationalError(message)
-
-

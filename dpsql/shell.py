@@ -79,6 +79,7 @@ class Shell:
         self.runner = StatementRunner(conn, progress=self.err if interactive else None)
         self._stdout = out or sys.stdout
         self._file: TextIO | None = None
+        self._once = False  # the file takes the next result only (.once)
         self._tables: list[TableInfo] | None = None
 
     # --- output -----------------------------------------------------------------------
@@ -103,16 +104,20 @@ class Shell:
             stream.write(text + "\n")
             stream.flush()
 
-    def redirect(self, path: str | None) -> None:
-        """Send results to a file (`None`: back to standard output)."""
+    def redirect(self, path: str | None, overwrite: bool = False, once: bool = False) -> None:
+        """Send results to a file (`None`: back to standard output), never onto the owner's files
+        and never replacing a file without `overwrite` (see `dpsql.output_files`); with `once`,
+        only the next result goes there."""
+        self._close_file()
+        if path is not None:
+            self._file = self.conn.output_files.open(path, overwrite)
+            self._once = once
+
+    def _close_file(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
-        if path is not None:
-            try:
-                self._file = open(path, "w", encoding="utf-8")
-            except (OSError, ValueError) as e:  # ValueError: a NUL byte or a lone surrogate in the name
-                raise ProgrammingError(f"cannot write to {path!r}: {getattr(e, 'strerror', None) or e}") from None
+        self._once = False
 
     def show_listing(self, result: Result) -> None:
         """A meta command's listing, in the current mode."""
@@ -121,6 +126,8 @@ class Shell:
     def _show(self, result: Result, with_charge: bool = True) -> None:
         self._write(self.out, render(result, self.mode, self.max_rows))
         self.note(footer(result, with_charge))
+        if self._once:
+            self._close_file()
 
     # --- tables (for .tables, .schema, completion) ---------------------------------------
     def tables(self) -> list[TableInfo]:
@@ -262,9 +269,19 @@ class Shell:
 
 
 def open_connection(database: str | None, catalog: str | None, epsilon: float | None, delta: float | None,
-                    query_epsilon: float | None, state: str | None,
-                    spark: str | None = None) -> tuple[Connection, str]:
-    """Connect to `database` (default: the demo database); returns the connection and a label."""
+                    query_epsilon: float | None, state: str | None, spark: str | None = None,
+                    profile: str | None = None, analyst: str | None = None) -> tuple[Connection, str]:
+    """Connect with the owner's `profile` as `analyst`, or to `database` (default: the demo database);
+    returns the connection and a label."""
+    if profile is not None:
+        chosen = [flag for flag, value in (("DATABASE", database), ("--catalog", catalog), ("--epsilon", epsilon),
+                                           ("--delta", delta), ("--state", state), ("--spark", spark)) if value]
+        if chosen:
+            raise ProgrammingError(f"the profile fixes {', '.join(chosen)}: give --profile and --analyst only")
+        conn = dpsql.connect(profile=profile, analyst=analyst, query_epsilon=query_epsilon)
+        return conn, f"{Path(profile).stem} (analyst {analyst})"
+    if analyst is not None:
+        raise ProgrammingError("--analyst names an analyst of a profile: give --profile too")
     if database is None:
         database, demo_catalog = demo_database(DEMO_ROWS)
         catalog = catalog or str(demo_catalog)
@@ -281,10 +298,12 @@ def open_connection(database: str | None, catalog: str | None, epsilon: float | 
 
 def main(database: str | None = None, *, catalog: str | None = None, epsilon: float | None = None,
          delta: float | None = None, query_epsilon: float | None = None, state: str | None = None,
-         mode: str = "table", command: str | None = None, spark: str | None = None) -> int:
+         mode: str = "table", command: str | None = None, spark: str | None = None, profile: str | None = None,
+         analyst: str | None = None) -> int:
     """Run the shell: interactive on a terminal, else `command` or standard input. Returns the exit status."""
     try:
-        conn, label = open_connection(database, catalog, epsilon, delta, query_epsilon, state, spark)
+        conn, label = open_connection(database, catalog, epsilon, delta, query_epsilon, state, spark, profile,
+                                      analyst)
     except Error as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

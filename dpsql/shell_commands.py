@@ -117,8 +117,28 @@ def _mode(shell: "Shell", arg: str) -> None:
     shell.mode = arg
 
 
+def _file_argument(arg: str, usage: str) -> tuple[str | None, bool]:
+    """(FILE or None, whether --overwrite was given) of `[--overwrite] [FILE]`."""
+    overwrite = arg.startswith("--overwrite")
+    if overwrite:
+        arg = arg[len("--overwrite"):]
+        if arg and not arg[0].isspace():
+            raise ProgrammingError(f"usage: {usage}")
+    return arg.strip() or None, overwrite
+
+
 def _output(shell: "Shell", arg: str) -> None:
-    shell.redirect(arg or None)
+    path, overwrite = _file_argument(arg, ".output [--overwrite] [FILE]")
+    if path is None and overwrite:
+        raise ProgrammingError("usage: .output [--overwrite] [FILE]")
+    shell.redirect(path, overwrite)
+
+
+def _once(shell: "Shell", arg: str) -> None:
+    path, overwrite = _file_argument(arg, ".once [--overwrite] FILE")
+    if path is None:
+        raise ProgrammingError("usage: .once [--overwrite] FILE")
+    shell.redirect(path, overwrite, once=True)
 
 
 def _timer(shell: "Shell", arg: str) -> None:
@@ -148,7 +168,9 @@ COMMANDS: dict[str, Command] = {
     ".explain": Command(_explain, ".explain QUERY", "the plan for a query; reads no data, spends nothing"),
     ".dropped": Command(_dropped, ".dropped TABLE [EPSILON]", "DP count of rows bounding per privacy unit drops (charged)"),
     ".mode": Command(_mode, ".mode [MODE]", f"output format: {', '.join(MODES)}"),
-    ".output": Command(_output, ".output [FILE]", "write results to FILE (no FILE: back to the terminal)"),
+    ".output": Command(_output, ".output [--overwrite] [FILE]",
+                       "write results to a new FILE (--overwrite: replace it; no FILE: back to the terminal)"),
+    ".once": Command(_once, ".once [--overwrite] FILE", "write the next result only to FILE"),
     ".timer": Command(_timer, ".timer on|off", "show how long each statement took"),
     ".maxrows": Command(_maxrows, ".maxrows [N]", "rows shown in table and markdown modes (0: all)"),
     ".quit": Command(_quit, ".quit", "leave the shell (also .exit, Ctrl-D)"),

@@ -15,8 +15,6 @@ import threading
 import time
 from typing import Any, Callable, TextIO
 
-import duckdb
-
 from dpsql.dbapi import Connection
 from dpsql.errors import OperationalError
 from dpsql.result import Result
@@ -66,9 +64,8 @@ class StatementRunner:
         self.progress = progress if progress is not None and progress.isatty() else None
         self._shown = False
         self._stage: tuple[float, str] | None = None  # progress reported by an adaptive release (AIM, RAP)
-        if self.progress is not None:  # lets DuckDB report how far a scan has got
-            conn.session.con.execute("SET enable_progress_bar = true")
-            conn.session.con.execute("SET enable_progress_bar_print = false")
+        if self.progress is not None:  # lets the engine report how far a scan has got
+            getattr(conn.session.backend, "show_progress", lambda: None)()
 
     def run(self, statement: str, on_cancel: Callable[[bool], None]) -> list[Result]:
         """Execute one statement; Ctrl-C calls `on_cancel(will_not_charge)` and cancels if still possible.
@@ -112,7 +109,7 @@ class StatementRunner:
         while not done.is_set():
             try:
                 if token.cancelled:  # also stops a scan that began after Ctrl-C
-                    self.conn.session.con.interrupt()
+                    self.conn.session.interrupt()
                 done.wait(_TICK)
                 tick += 1
                 if time.monotonic() - started > _PROGRESS_DELAY:
@@ -127,10 +124,7 @@ class StatementRunner:
     def _show_progress(self, tick: int, elapsed: float) -> None:
         if self.progress is None:
             return
-        try:
-            percent = self.conn.session.con.query_progress()
-        except duckdb.Error:
-            percent = -1.0
+        percent = self.conn.session.scan_progress()
         line = f"{_SPINNER[tick % len(_SPINNER)]} {elapsed:5.1f} s"
         stage = self._stage
         if percent >= 0:

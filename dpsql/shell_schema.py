@@ -1,4 +1,4 @@
-"""What the shell knows about tables: protected ones from the catalog, public ones from DuckDB.
+"""What the shell knows about tables: protected ones from the catalog, public ones from the workspace.
 
 Used by `.tables`, `.schema` and completion. Protected tables are described
 by their declared domains only (public information): the shell never looks
@@ -8,8 +8,6 @@ at their data to describe them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import duckdb
 
 from dpsql.catalog import CATEGORICAL
 from dpsql.dbapi import Connection
@@ -47,26 +45,14 @@ def describe_tables(conn: Connection) -> list[TableInfo]:
         )
         for t in catalog.tables.values()
     ]
-    try:
-        rows = conn.session.con.execute(
-            "SELECT t.name, t.kind, c.column_name, c.data_type, c.is_nullable "
-            "FROM (SELECT database_name, schema_name, table_name AS name, 'table' AS kind FROM duckdb_tables() "
-            "      WHERE NOT internal "
-            "      UNION ALL SELECT database_name, schema_name, view_name, 'view' FROM duckdb_views() "
-            "      WHERE NOT internal) t "
-            "JOIN duckdb_columns() c ON c.database_name = t.database_name AND c.schema_name = t.schema_name "
-            "  AND c.table_name = t.name "
-            "ORDER BY t.name, c.column_index"
-        ).fetchall()
-    except duckdb.Error:
-        rows = []
+    rows = conn.session.workspace.describe()
     public: dict[str, tuple[str, list[ColumnInfo]]] = {}
     for name, kind, column, data_type, nullable in rows:
         if name in catalog:
             continue
         _, columns = public.setdefault(name, (PUBLIC_TABLE if kind == "table" else PUBLIC_VIEW, []))
         columns.append(ColumnInfo(column, data_type + ("" if nullable else " NOT NULL")))
-    out.extend(TableInfo(name, kind, tuple(cols)) for name, (kind, cols) in public.items())
+    out.extend(TableInfo(name, kind, tuple(cols)) for name, (kind, cols) in sorted(public.items()))
     return out
 
 

@@ -45,7 +45,11 @@ class SparkBackend(SQLBackend):
     errors = SPARK_ERRORS
 
     def __init__(self, spark: Any = None):
+        super().__init__()
         self.spark = spark_session(spark)
+
+    def interrupt(self) -> None:
+        self.spark.sparkContext.cancelAllJobs()
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
         rows = self.spark.sql(sql).collect()

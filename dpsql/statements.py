@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dpsql.budget import checked
 from dpsql.errors import ProgrammingError
 
 
@@ -110,14 +111,6 @@ OBJECTIVE_NAMES = ("total", "max")
 _HINT = re.compile(r"/\*\+\s*WEIGHT\s*(?:\(\s*([^)]*?)\s*\)|=\s*(\S+?))\s*\*/", re.I)
 
 
-def _number(text: str, what: str) -> float:
-    try:
-        value = float(text.strip().strip("'"))
-    except ValueError:
-        raise ProgrammingError(f"{what} must be a number, got {text.strip()!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise ProgrammingError(f"{what} must be a positive finite number, got {text.strip()!r}")
-    return value
 
 
 def classify(statement: str) -> Statement:
@@ -137,7 +130,7 @@ def classify(statement: str) -> Statement:
             return SetOption(name, _objective(m.group(2)))
         if name == "max_rmse" and m.group(2).strip().strip("'").lower() in ("0", "off", "none"):
             return SetOption(name, 0.0)
-        return SetOption(name, _number(m.group(2), f"dpsql.{name}"))
+        return SetOption(name, checked(name.removeprefix("query_"), m.group(2), f"dpsql.{name}"))
     m = _EXPLAIN.match(text)
     if m and not re.match(r"^(ANALYZE|ANALYSE)\b", m.group(1), re.I):
         return Explain(m.group(1).strip())
@@ -162,7 +155,9 @@ def _begin(explain: bool, rest: str) -> BeginWorkload:
             raise ProgrammingError(
                 f"unknown workload option {part!r}: use epsilon, delta, rho, max_rmse or objective"
             )
-        options[key] = _number(value, key)
+        options[key] = checked(key, value)
+        if key == "delta" and options[key] == 0:
+            raise ProgrammingError("a workload's delta converts its epsilon to zCDP: it must be above 0")
     if sum(k in options for k in ("rho", "epsilon", "max_rmse")) > 1:
         raise ProgrammingError("give a workload one of epsilon (with delta), rho or max_rmse")
     return BeginWorkload(
@@ -181,5 +176,5 @@ def take_weight(sql: str) -> tuple[str, float]:
     """Remove a ``/*+ WEIGHT(w) */`` hint from a query; returns the query and w (default 1)."""
     weight = 1.0
     for m in _HINT.finditer(sql):
-        weight = _number(m.group(1) or m.group(2), "WEIGHT")
+        weight = checked("weight", m.group(1) or m.group(2) or "", "WEIGHT")
     return _HINT.sub(" ", sql).strip(), weight

@@ -31,7 +31,7 @@ import numpy as np
 
 from dpsql.catalog import Table, quote_identifier, quote_string
 from dpsql.errors import NotSupportedError, ProgrammingError
-from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
+from mechanisms.accounting import Amount
 from mechanisms.aim import Progress, aim, workload_candidates
 from mechanisms.measurement import GAUSSIAN
 from mechanisms.mst import mst
@@ -76,11 +76,13 @@ def synthesize(
     degree: int = 3,
     max_cells: int = 100_000,
     progress: Callable[[Progress], None] | None = None,
+    overwrite: bool = False,
 ) -> SynthesisReport:
     """Release a synthetic copy of protected `table`, spending ε (at the connection's δ) or ρ.
 
     `rows` defaults to the model's estimated table size; the AIM workload is all
-    `degree`-way marginals with at most `max_cells` cells. Every check happens
+    `degree`-way marginals with at most `max_cells` cells. `out_path` may not be one
+    of the owner's files, nor replace a file unless `overwrite`. Every check happens
     before the charge: an error spends nothing.
     """
     started = time.perf_counter()
@@ -96,12 +98,8 @@ def synthesize(
         raise ProgrammingError("give exactly one of epsilon and rho")
     if rows is not None and rows < 0:
         raise ProgrammingError("rows must be non-negative")
-    budget = float(rho) if rho is not None else epsilon_delta_to_zcdp(float(epsilon), session.delta)
-    if not budget > 0:
-        raise ProgrammingError("the budget of a synthesis must be positive")
-    out = Path(out_path)
-    if not out.parent.exists():
-        raise ProgrammingError(f"directory {str(out.parent)!r} does not exist")
+    budget = session.share(epsilon, rho)
+    out = connection.output_files.check(out_path, overwrite)
     domain = protected.domain
     workload = default_workload(protected, degree, max_cells) if mechanism == "aim" else []
 
@@ -171,7 +169,11 @@ def _bar(stream) -> Callable[[Progress], None]:
 def _run(args: argparse.Namespace) -> int:
     import dpsql
 
-    if args.database is None:
+    if args.profile is not None:
+        if args.database is not None or args.catalog is not None:
+            raise ProgrammingError("the profile fixes --database and --catalog: give --profile and --analyst only")
+        conn = dpsql.connect(profile=args.profile, analyst=args.analyst)
+    elif args.database is None:
         from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
         con = duckdb.connect()
@@ -184,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
     with conn:
         report = synthesize(
             conn, args.table, args.epsilon, args.out, rows=args.rows, mechanism=args.mechanism,
-            degree=args.degree, progress=None if args.quiet else _bar(sys.stderr),
+            degree=args.degree, progress=None if args.quiet else _bar(sys.stderr), overwrite=args.overwrite,
         )
         if not args.quiet:
             sys.stderr.write("\n")
@@ -201,7 +203,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("synth", help="release a DP synthetic copy of a protected table as Parquet")
     p.add_argument("table", help="protected table to synthesize")
     p.add_argument("--epsilon", type=float, required=True, help="budget ε to spend (at the ledger's δ)")
-    p.add_argument("--out", required=True, help="output Parquet file")
+    p.add_argument("--out", required=True, help="output Parquet file (a new file unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.add_argument("--profile", help="the data owner's deployment profile (analysts: with --analyst)")
+    p.add_argument("--analyst", help="your analyst name in the profile")
     p.add_argument("--database", help="DuckDB database file (default: the generated demo table `people`)")
     p.add_argument("--catalog", help="catalog TOML file (needed with --database)")
     p.add_argument("--rows", type=int, default=None, help="rows to write (default: the estimated table size)")

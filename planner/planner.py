@@ -283,7 +283,12 @@ def budget_for_accuracy(
     if worst == 0:
         return 0.0, unit
     power = 2.0 if noise == GAUSSIAN else 1.0
-    budget = (worst / max_rmse) ** power
+    try:
+        budget = (worst / max_rmse) ** power
+    except OverflowError:
+        raise ArithmeticError("could not reach the accuracy target: it needs an unbounded budget") from None
+    if not 0 < budget < float("inf"):
+        raise ArithmeticError(f"could not reach the accuracy target: it needs a budget of {budget:g}")
     for _ in range(20):
         plan = plan_workload(workload, budget, noise, delta, existing, MAX_ERROR, contribution=contribution)
         achieved = max(_normalized_rmse(plan, workload).values())

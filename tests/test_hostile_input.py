@@ -13,7 +13,9 @@ input:
 - every charge pays for a released result: a statement that fails charges nothing;
 - nothing shown to the user (answers of public queries, error messages) carries
   a raw protected value (the table holds planted secrets);
-- the protected table, its columns and the view over it are intact.
+- the protected table, its columns and the view over it are intact, and the database
+  that holds them gains no object (macro, function, sequence, type, schema, table)
+  and changes no setting: public SQL runs in a workspace of its own.
 
 The default run tries FUZZ_INPUTS inputs (1,500; the environment variable
 DPSQL_FUZZ_INPUTS overrides it); the `slow` run tries 10,000.
@@ -142,14 +144,29 @@ STATEMENTS = [
     "{s}; {s}", "{s}; DROP TABLE people", "WITH x AS (SELECT * FROM {t}) SELECT COUNT(*) FROM x",
     "SELECT COUNT(*) FROM {t} WHERE {c} = (SELECT MAX({c}) FROM {t})", "VACUUM", "CHECKPOINT", "LOAD httpfs",
     "INSTALL httpfs", "USE other", "DETACH data", "RESET threads",
+    # statements that create or change engine objects and settings (issue 14): all refused
+    "CREATE OR REPLACE MACRO {f2}(a, b) AS a", "CREATE OR REPLACE MACRO {f2}(x) AS {l}", "CREATE FUNCTION {f2}(x) AS x",
+    "CREATE TEMP MACRO {f2}(x) AS x", "CREATE SEQUENCE s", "SELECT nextval('s')", "CREATE TYPE e AS ENUM ({l})",
+    "CREATE SCHEMA s", "CREATE INDEX i ON {t} ({c})", "CREATE SECRET (TYPE s3)", "SET {setting} = {l}",
+    "SET GLOBAL {setting} = {l}", "RESET {setting}", "PRAGMA {setting} = {l}", "CALL enable_logging()",
+    "CALL disable_logging()", "PRAGMA enable_profiling", "SET VARIABLE {c} = {l}", "SELECT * FROM duckdb_logs",
+    "SELECT * FROM duckdb_settings()", "SELECT current_setting('memory_limit')", "USE system",
+    "SELECT $$;$$; SET memory_limit = '1MB'", "PIVOT {t} ON {c}", "CREATE TABLE {t} AS SELECT 1 AS x",
+    "CREATE VIEW v2 AS SELECT * FROM {t}", "ALTER VIEW people_view RENAME TO pv",
 ]
+SETTINGS = ["memory_limit", "threads", "enable_logging", "logging_level", "enable_profiling", "profiling_mode",
+            "profiling_output", "enable_progress_bar", "search_path", "temp_directory", "max_memory",
+            "enable_external_access", "lock_configuration", "default_order", "custom_profiling_settings"]
+OVERRIDABLE = ["floor", "greatest", "least", "count", "sha256", "concat_ws", '"+"', '"-"', '"*"', '"/"', '"~~"', "hash",
+               "row_number", "sum"]
 
 
 @st.composite
 def statement(draw):
     template = draw(st.sampled_from(STATEMENTS))
     fill = {"t": draw(st.sampled_from(TABLES)), "c": draw(st.sampled_from(COLUMNS)), "l": draw(literals),
-            "p": draw(predicate()), "f": draw(st.sampled_from(TABLE_FUNCTIONS)), "s": draw(select())}
+            "p": draw(predicate()), "f": draw(st.sampled_from(TABLE_FUNCTIONS)), "s": draw(select()),
+            "f2": draw(st.sampled_from(OVERRIDABLE)), "setting": draw(st.sampled_from(SETTINGS))}
     return template.format(**fill)
 
 
@@ -351,9 +368,20 @@ class World:
         self.tried = 0
 
     def fingerprint(self):
+        """The protected data, and every object and setting of the database that holds it."""
+        objects = ("SELECT function_name, function_type FROM duckdb_functions() WHERE NOT internal ORDER BY ALL",
+                   "SELECT sequence_name FROM duckdb_sequences() ORDER BY ALL",
+                   "SELECT type_name FROM duckdb_types() WHERE NOT internal ORDER BY ALL",
+                   "SELECT schema_name FROM duckdb_schemas() ORDER BY ALL",
+                   "SELECT table_name FROM duckdb_tables() ORDER BY ALL",
+                   "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY ALL",
+                   "SELECT database_name FROM duckdb_databases() ORDER BY ALL",
+                   "SELECT name, value FROM duckdb_settings() WHERE name IN ("
+                   + ", ".join(_quote(s) for s in SETTINGS) + ") ORDER BY ALL")
         return (self.raw.execute("SELECT COUNT(*), SUM(hash(age, sex, income, secret)) FROM people").fetchall(),
                 self.raw.execute("FROM people LIMIT 0").description,
-                self.raw.execute("FROM people_view LIMIT 0").description)
+                self.raw.execute("FROM people_view LIMIT 0").description,
+                *(self.raw.execute(sql).fetchall() for sql in objects))
 
     def check(self, sql: str) -> None:
         """`sql` through the DB-API, the shell and the DuckDB functions."""
@@ -462,14 +490,28 @@ def test_known_attacks(world, sql):
 
 @pytest.mark.parametrize("sql", [
     "FROM 'people'", "SUMMARIZE 'people'", "CALL pragma_storage_info('people')", "PREPARE p AS SELECT 1",
-    "SELECT estimated_size FROM duckdb_tables", "SELECT reltuples FROM pg_catalog.pg_class",
-    "SELECT * FROM public_notes WHERE txt = 'people_view'",  # strings naming protected tables: refused, however used
+    "CREATE MACRO greatest(a, b) AS a", "SET memory_limit = '1MB'", "SET enable_logging = true",
+    "CREATE SEQUENCE s", "SELECT * FROM query('SELECT 1')", "SELECT * FROM read_csv('data.duckdb.dpsql-state')",
 ])
 def test_statements_that_once_leaked_are_refused(world, sql):
-    """Raw rows, storage statistics (min/max values) or exact row counts came back through these."""
+    """Raw rows, storage statistics (min/max values), exact row counts, or control of the scan came back
+    through these."""
     with pytest.raises(dpsql.NotSupportedError):
         world.conn.cursor().execute(sql)
 
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM duckdb_tables", "SELECT * FROM pg_catalog.pg_class", "SELECT * FROM information_schema.tables",
+    "SELECT * FROM duckdb_columns()", "SHOW TABLES", "DESCRIBE public_notes",
+])
+def test_metadata_shows_only_the_workspace(world, sql):
+    """Catalog views answer about the analyst's workspace, which holds no protected table: no size,
+    no statistics, not even the name of a protected table's undeclared column."""
+    try:
+        shown = repr(world.conn.cursor().execute(sql).fetchall())
+    except dpsql.NotSupportedError:
+        return
+    assert "secret" not in shown and "people" not in shown.replace("people_view", "")
 
 def _run_generated(world, count: int) -> int:
     """At least `count` inputs: each hypothesis example, its sqlglot variants, a built AST and mutations."""

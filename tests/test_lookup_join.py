@@ -73,10 +73,11 @@ QUERIES = [
 
 
 @pytest.mark.parametrize("sql", QUERIES)
-def test_lookup_answers_match_the_truth(conn, sql):
+def test_lookup_answers_match_the_truth(conn, database, sql):
     result = conn.execute(sql).result
     width = _aggregates(result)
-    raw = conn.session.con.execute(sql).fetchall()  # the raw data, read directly (the test owns it)
+    with duckdb.connect(database) as con:
+        raw = con.execute(sql).fetchall()  # the raw data, read directly (the test owns it)
     exact = {row[:-width]: row[-width:] for row in raw}
     assert result.charged > 0
     for row, errors in zip(result.rows, result.stderr):
@@ -113,7 +114,7 @@ def test_lookups_are_planned_and_reused_like_other_queries(conn):
 REFUSED = [
     ("SELECT COUNT(*) FROM visits v JOIN zips_dup r ON v.zip = r.zip", "not unique"),
     ("SELECT COUNT(*) FROM visits v JOIN accounts a ON v.zip = a.zip", "two protected tables"),
-    ("SELECT COUNT(*) FROM visits v JOIN secret_view s ON v.zip = s.zip", "two protected tables"),
+    ("SELECT COUNT(*) FROM visits v JOIN secret_view s ON v.zip = s.zip", "view 'secret_view' of the database is not"),
     ("SELECT COUNT(*) FROM visits v JOIN zips r ON v.city = r.zip", "not declared"),
     ("SELECT COUNT(*) FROM visits v JOIN zips r ON v.amount = r.pop", "binned numeric"),
     ("SELECT COUNT(*) FROM visits v JOIN zips r ON v.age = r.zip", "cannot join integer column"),

@@ -359,7 +359,7 @@ def test_dropped_rows_errors_charge_nothing(visits):
             ({"table": "nowhere"}, "not a protected table"),
             ({"table": "plain_copy"}, "declares no privacy unit"),
             ({"table": "visits", "cap": 0}, "positive integer"),
-            ({"table": "visits", "epsilon": -1.0}, "positive number"),
+            ({"table": "visits", "epsilon": -1.0}, "epsilon must be a number from"),
             ({"table": "visits", "epsilon": 5.0}, "remains"),
         ]:
             with pytest.raises(dpsql.Error, match=error):

@@ -1,0 +1,77 @@
+"""Where an analyst's surface may write files: never onto the data, the ledger or the catalog.
+
+The shell's `.output`/`.once` and `dpsql synth --out` write files the analyst names.
+`OutputFiles` refuses a path that is, or links to, one of the owner's files (the
+database and its WAL, the ledger state and its lock, the catalog, the profile),
+compared by resolved real path and by inode, so neither `..`, a symbolic link nor
+a hard link gets through. It refuses to replace an existing file unless asked to,
+and, when the owner's profile names an output directory, any path outside it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, TextIO
+
+from dpsql.errors import ProgrammingError
+
+# Files that sit beside an owner's file and belong to it.
+COMPANION_SUFFIXES = ("", ".wal", ".lock", ".tmp")
+
+
+class OutputFiles:
+    """The rule for files an analyst's surface writes (see the module docstring)."""
+
+    def __init__(self, owner_files: Iterable[str | Path] = (), directory: str | Path | None = None):
+        self.owner_files = {Path(os.path.realpath(str(f) + suffix)) for f in owner_files if str(f) != ":memory:"
+                            for suffix in COMPANION_SUFFIXES}
+        self.directory = Path(os.path.realpath(directory)) if directory is not None else None
+
+    def check(self, path: str | Path, overwrite: bool = False) -> Path:
+        """The path to write, or ProgrammingError saying why it may not be written."""
+        text = str(path)
+        if not text or "\x00" in text:
+            raise ProgrammingError(f"cannot write to {text!r}: not a file name")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProgrammingError(f"cannot write to {text!r}: the name is not valid Unicode") from None
+        real = Path(os.path.realpath(text))
+        if real in self.owner_files or self._same_file(real):
+            raise ProgrammingError(f"{text!r} is one of the data owner's files (data, ledger or catalog); "
+                                   "write results elsewhere")
+        if self.directory is not None and self.directory not in (real, *real.parents):
+            raise ProgrammingError(f"files may only be written under {str(self.directory)!r}")
+        if real.exists() and not overwrite:
+            raise ProgrammingError(f"{text!r} exists; add --overwrite to replace it")
+        if real.is_dir():
+            raise ProgrammingError(f"{text!r} is a directory")
+        if not real.parent.is_dir():
+            raise ProgrammingError(f"cannot write to {text!r}: directory {str(real.parent)!r} does not exist")
+        return real
+
+    def open(self, path: str | Path, overwrite: bool = False) -> TextIO:
+        """`path` opened for writing text, if `check` allows it."""
+        real = self.check(path, overwrite)
+        try:
+            return open(real, "w" if overwrite else "x", encoding="utf-8")
+        except OSError as e:
+            raise ProgrammingError(f"cannot write to {str(path)!r}: {e.strerror}") from None
+
+    def _same_file(self, real: Path) -> bool:
+        """Whether `real` is a hard link to one of the owner's files."""
+        if not real.exists():
+            return False
+        target = real.stat()
+        for owned in self.owner_files:
+            try:
+                found = owned.stat()
+            except OSError:
+                continue
+            if (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino):
+                return True
+        return False
+
+
+__all__ = ["OutputFiles"]

@@ -1,0 +1,166 @@
+"""A deployment profile: the data owner's TOML that says where everything is and who may spend what.
+
+An analyst's surface (the shell, a server, `dpsql.connect(profile=..., analyst=...)`)
+takes a profile and an analyst's name and nothing else the owner decides: the
+database, the catalog, the ledger, the total budget, the engine's settings and each
+analyst's own budget all come from here. Relative paths are relative to the profile.
+
+```toml
+[data]
+database = "census.duckdb"
+catalog = "catalog.toml"
+ledger = "census.dpsql-state"      # default: <database>.dpsql-state
+read_only = true                   # default: the data is opened read-only
+log = "dpsql.log"                  # optional: the owner's log (failed scans, with their cause)
+output_dir = "exports"             # optional: the only directory shells may write files into
+
+[budget]                           # the ledger's total, fixed when the ledger is created
+epsilon = 10                       # or rho = ...
+delta = 1e-9                       # 0: pure ε-DP
+query_epsilon = 0.1                # default share of each new query
+
+[engine]                           # DuckDB settings of the database the scans run in
+threads = 4
+
+[workspace]                        # DuckDB settings of each analyst's workspace
+memory_limit = "1GB"
+
+[analysts.alice]                   # who may connect, and what each may spend in all
+epsilon = 2                        # or rho = ...; no amount: up to the total
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpsql.budget import checked
+from dpsql.errors import ProfileError, ProgrammingError
+
+_SECTIONS = {"data", "budget", "engine", "workspace", "analysts"}
+_DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir"}
+_BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho"}
+_ANALYST_KEYS = {"epsilon", "rho", "password"}
+
+
+@dataclass(frozen=True)
+class Analyst:
+    """One analyst of a profile: a name, an optional own budget (ε or ρ), an optional password hash."""
+
+    name: str
+    epsilon: float | None = None
+    rho: float | None = None
+    password: str | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A parsed deployment profile (see the module docstring)."""
+
+    path: Path
+    database: str
+    catalog: Path
+    ledger: str | None = None
+    read_only: bool = True
+    log: Path | None = None
+    output_dir: Path | None = None
+    budget: dict[str, float] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)
+    workspace: dict[str, Any] = field(default_factory=dict)
+    analysts: dict[str, Analyst] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Profile":
+        path = Path(path)
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise ProfileError(f"profile {str(path)!r} does not exist") from None
+        except OSError as e:
+            raise ProfileError(f"cannot read profile {str(path)!r}: {e.strerror}") from None
+        except UnicodeDecodeError:
+            raise ProfileError(f"profile {str(path)!r} is not UTF-8 text") from None
+        try:
+            spec = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ProfileError(f"profile {str(path)!r} is not valid TOML: {e}") from None
+        return cls.from_dict(spec, path)
+
+    @classmethod
+    def from_dict(cls, spec: dict, path: Path) -> "Profile":
+        _known(spec, _SECTIONS, "the profile")
+        data = _section(spec, "data")
+        _known(data, _DATA_KEYS, "[data]")
+        base = path.parent
+
+        def local(key: str, required: bool = False) -> Path | None:
+            value = data.get(key)
+            if value is None:
+                if required:
+                    raise ProfileError(f"the profile's [data] needs {key} = \"...\"")
+                return None
+            if not isinstance(value, str) or not value:
+                raise ProfileError(f"[data] {key} must be a path")
+            return (base / value).resolve()
+
+        budget = _section(spec, "budget")
+        _known(budget, _BUDGET_KEYS, "[budget]")
+        checked_budget = {k: _amount(k.removeprefix("query_"), v, f"[budget] {k}") for k, v in budget.items()}
+        analysts = {}
+        for name, entry in _section(spec, "analysts").items():
+            if not isinstance(entry, dict):
+                raise ProfileError(f"[analysts.{name}] must be a table")
+            _known(entry, _ANALYST_KEYS, f"[analysts.{name}]")
+            if "epsilon" in entry and "rho" in entry:
+                raise ProfileError(f"[analysts.{name}]: give epsilon or rho, not both")
+            amounts = {k: _amount(k, entry[k], f"[analysts.{name}] {k}") for k in ("epsilon", "rho") if k in entry}
+            password = entry.get("password")
+            if password is not None and not isinstance(password, str):
+                raise ProfileError(f"[analysts.{name}] password must be a string (a hash)")
+            analysts[name] = Analyst(name, amounts.get("epsilon"), amounts.get("rho"), password)
+        if not analysts:
+            raise ProfileError("the profile declares no analysts: add [analysts.<name>] for each one")
+        read_only = data.get("read_only", True)
+        if not isinstance(read_only, bool):
+            raise ProfileError("[data] read_only must be true or false")
+        ledger = local("ledger")
+        return cls(
+            path=path.resolve(), database=str(local("database", True)), catalog=local("catalog", True),
+            ledger=None if ledger is None else str(ledger), read_only=read_only, log=local("log"),
+            output_dir=local("output_dir"), budget=checked_budget, engine=_section(spec, "engine"),
+            workspace=_section(spec, "workspace"), analysts=analysts,
+        )
+
+    def analyst(self, name: str | None) -> Analyst:
+        """The analyst `name`, who must be declared."""
+        if not name:
+            raise ProfileError(f"name the analyst: one of {', '.join(sorted(self.analysts))}")
+        if name not in self.analysts:
+            raise ProfileError(f"{name!r} is not an analyst of this profile")
+        return self.analysts[name]
+
+
+def _amount(name: str, value: Any, where: str) -> float:
+    try:
+        return checked(name, value, where)
+    except ProgrammingError as e:
+        raise ProfileError(str(e)) from None
+
+
+def _section(spec: dict, name: str) -> dict:
+    value = spec.get(name, {})
+    if not isinstance(value, dict):
+        raise ProfileError(f"[{name}] must be a table")
+    return value
+
+
+def _known(spec: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise ProfileError(f"{where} has unknown keys {unknown}; allowed: {sorted(allowed)}")
+
+
+__all__ = ["Analyst", "Profile"]

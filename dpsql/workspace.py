@@ -1,0 +1,222 @@
+"""The analyst's workspace: the database where public SQL runs, apart from the protected data.
+
+Every statement an analyst sends that is not a DP query runs here, and only here:
+a DuckDB database in memory, of its own (a separate DuckDB instance, so no setting,
+object, log or memory limit is shared with the database that holds the data). Its
+configuration is fixed when it starts and then locked: no file access (no reading
+or writing files, no ATTACH), no extensions, no scans of Python variables.
+
+The owner's public tables (tables of the database that the catalog does not
+declare) appear here as copies, made the first time a statement names them; a
+public view is re-created here from its definition, which must pass the same
+allowlist as the analyst's own SQL, so a view over a protected table never
+appears. Whatever the analyst creates or changes stays in this workspace and is
+gone when the connection closes: the owner's database is never written.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import duckdb
+from sqlglot import exp
+
+from dpsql.catalog import quote_identifier
+from dpsql.errors import Error, IntegrityError, NotSupportedError, OperationalError, ProgrammingError
+from dpsql.public_sql import check_public
+from dpsql.result import Result
+
+# Applied when the workspace starts; `lock_configuration` (last) freezes them.
+WORKSPACE_CONFIG = {
+    "enable_external_access": False,  # no files, no ATTACH, no extension downloads
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "python_enable_replacements": False,  # no scans of Python objects by variable name
+    "lock_configuration": True,
+}
+_MAX_VIEW_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class DataObject:
+    """A public table or view of the owner's database."""
+
+    schema: str
+    name: str
+    kind: str  # "table" or "view"
+    definition: str | None = None  # a view's CREATE VIEW statement
+
+
+class DataTables:
+    """The public tables and views of the owner's DuckDB database, read on the owner's connection.
+
+    Only dpsql's own SQL runs on `con`, with fully qualified names; a table the catalog
+    protects is never read, and a view is never evaluated here (see `Workspace`).
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, protected: dict[str, str]):
+        self.con = con
+        self.database, self.schema = con.execute("SELECT current_database(), current_schema()").fetchone()
+        self.protected = protected
+
+    def objects(self) -> dict[tuple[str, str], DataObject]:
+        """(lower schema, lower name) -> the object, for every public table and view."""
+        rows = self.con.execute(
+            "SELECT schema_name, table_name, 'table', NULL FROM duckdb_tables() WHERE database_name = ? "
+            "AND NOT internal UNION ALL SELECT schema_name, view_name, 'view', sql FROM duckdb_views() "
+            "WHERE database_name = ? AND NOT internal", [self.database, self.database]).fetchall()
+        return {(s.lower(), n.lower()): DataObject(s, n, k, d) for s, n, k, d in rows
+                if n.lower() not in self.protected}
+
+    def columns(self) -> list[tuple[str, str, str, bool]]:
+        """(table, column, type, nullable) of every public table and view (metadata only)."""
+        public = {(s, n) for s, n in self.objects()}
+        rows = self.con.execute(
+            "SELECT schema_name, table_name, column_name, data_type, is_nullable FROM duckdb_columns() "
+            "WHERE database_name = ? ORDER BY table_name, column_index", [self.database]).fetchall()
+        return [(t, c, d, n) for s, t, c, d, n in rows if (s.lower(), t.lower()) in public]
+
+    def reader(self, table: DataObject):
+        """The rows of a public base table, as an Arrow stream."""
+        assert table.kind == "table" and table.name.lower() not in self.protected
+        name = ".".join(quote_identifier(p) for p in (self.database, table.schema, table.name))
+        return self.con.sql(f"SELECT * FROM {name}").to_arrow_reader()
+
+
+class Workspace:
+    """An analyst's own in-memory DuckDB database, where allowed public SQL runs."""
+
+    def __init__(self, data: DataTables | None, protected: dict[str, str], settings: dict[str, Any] | None = None):
+        self.data = data
+        self.protected = protected
+        try:
+            self.con = duckdb.connect(":memory:", config={**(settings or {}), **WORKSPACE_CONFIG})
+        except duckdb.Error as e:
+            raise OperationalError(f"cannot start the workspace with the profile's settings: {e}") from None
+        self._copies = itertools.count()
+
+    def check(self, sql: str) -> exp.Expression:
+        """The statement's tree if the allowlist allows it, else NotSupportedError (see `dpsql.public_sql`)."""
+        return check_public(sql, self._statement_types, self.protected)
+
+    def run(self, sql: str, params: Sequence[Any] | dict | None = None, explain: bool = False) -> Result:
+        """One allowed public statement (EXPLAIN of it with `explain`), as a result."""
+        tree = self.check(sql)
+        self._bring(tree)
+        try:
+            cursor = self.con.execute(("EXPLAIN " if explain else "") + sql, params or None)
+            description = cursor.description
+            rows = cursor.fetchall() if description else []
+        except duckdb.Error as e:
+            raise duckdb_error(e) from None
+        columns = [d[0] for d in description] if description else []
+        types = [str(d[1]) for d in description] if description else []
+        return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types)
+
+    def prepare(self, tree: exp.Expression) -> duckdb.DuckDBPyConnection:
+        """The workspace connection, with the public tables a DP query joins brought in."""
+        self._bring(tree)
+        return self.con
+
+    def describe(self) -> list[tuple[str, str, str, str, bool]]:
+        """(table, kind, column, type, nullable) of the workspace's tables and the owner's public ones."""
+        rows = self.con.execute(
+            "SELECT c.table_name, CASE WHEN v.view_name IS NULL THEN 'table' ELSE 'view' END, c.column_name, "
+            "c.data_type, c.is_nullable FROM duckdb_columns() c LEFT JOIN duckdb_views() v "
+            "ON v.database_name = c.database_name AND v.schema_name = c.schema_name AND v.view_name = c.table_name "
+            "WHERE NOT c.internal "
+            "ORDER BY c.table_name, c.column_index").fetchall()
+        mine = {r[0].lower() for r in rows}
+        if self.data is not None:
+            kinds = {o.name.lower(): o.kind for o in self.data.objects().values() if self._viewable(o)}
+            rows += [(t, kinds[t.lower()], c, d, n) for t, c, d, n in self.data.columns()
+                     if t.lower() not in mine and t.lower() in kinds]
+        return rows
+
+    def _viewable(self, found: DataObject) -> bool:
+        """Whether a public object of the data may appear here (a view: if its definition passes the allowlist)."""
+        if found.kind != "view":
+            return True
+        try:
+            self.check((found.definition or "").strip().rstrip(";"))
+        except Error:
+            return False
+        return True
+
+    def interrupt(self) -> None:
+        self.con.interrupt()
+
+    def close(self) -> None:
+        self.con.close()
+        if self.data is not None:
+            self.data.con.close()
+
+    def _statement_types(self, text: str) -> list[str]:
+        return [s.type.name for s in self.con.extract_statements(text)]
+
+    def _exists(self, schema: str | None, name: str) -> bool:
+        found = self.con.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE lower(table_name) = lower(?) AND (? IS NULL OR lower(schema_name) "
+            "= lower(?)) UNION ALL SELECT 1 FROM duckdb_views() WHERE NOT internal AND lower(view_name) = lower(?) "
+            "AND (? IS NULL OR lower(schema_name) = lower(?))", [name, schema, schema] * 2).fetchall()
+        return bool(found)
+
+    def _bring(self, tree: exp.Expression, depth: int = 0) -> None:
+        """Copy in the owner's public tables (and re-create the views) that `tree` names, once."""
+        if self.data is None:
+            return
+        created = tree.this if isinstance(tree, exp.Create) else None
+        local = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        wanted = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier) and not t.catalog
+                  and t is not created and not (created is not None and t in created.find_all(exp.Table))
+                  and t.name.lower() not in local]
+        if not wanted:
+            return
+        available = self.data.objects()
+        for table in wanted:
+            schema = table.db or None
+            found = available.get(((schema or self.data.schema).lower(), table.name.lower()))
+            if found is None or self._exists(schema, table.name):
+                continue
+            if depth > _MAX_VIEW_DEPTH:
+                raise NotSupportedError(f"the public view {found.name!r} nests views too deeply to be shown")
+            self._copy(found, depth)
+
+    def _copy(self, found: DataObject, depth: int) -> None:
+        name = quote_identifier(found.schema) + "." + quote_identifier(found.name)
+        self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(found.schema)}")
+        if found.kind == "view":
+            definition = (found.definition or "").strip().rstrip(";")
+            try:
+                tree = self.check(definition)
+                self._bring(tree, depth + 1)
+                self.con.execute(definition)
+            except (Error, duckdb.Error) as e:
+                reason = str(e).splitlines()[0] if isinstance(e, Error) else "its definition does not run here"
+                raise NotSupportedError(
+                    f"the view {found.name!r} of the database is not available to public SQL ({reason}); "
+                    "query protected tables with DP aggregates"
+                ) from None
+            return
+        source = f"__dpsql_copy_{next(self._copies)}"
+        self.con.register(source, self.data.reader(found))
+        try:
+            self.con.execute(f"CREATE TABLE {name} AS SELECT * FROM {source}")
+        finally:
+            self.con.unregister(source)
+
+
+def duckdb_error(e: Exception) -> Error:
+    """A DuckDB error of a public statement as the DB-API error it is (first line of its message)."""
+    message = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if isinstance(e, (duckdb.ParserException, duckdb.CatalogException, duckdb.BinderException)):
+        return ProgrammingError(message)
+    if isinstance(e, duckdb.ConstraintException):
+        return IntegrityError(message)
+    return OperationalError(message)
+
+
+__all__ = ["DataTables", "Workspace", "WORKSPACE_CONFIG"]

@@ -1,0 +1,154 @@
+"""Deployment profiles: the data owner decides where everything is and what each analyst may spend."""
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import dpsql
+from dpsql.ledger import Ledger
+from dpsql.shell import Shell
+
+CATALOG = """
+[tables.people.columns]
+age = { type = "integer", min = 0, max = 9 }
+sex = { type = "categorical", values = ["F", "M"] }
+"""
+PROFILE = """
+[data]
+database = "data.duckdb"
+catalog = "catalog.toml"
+ledger = "ledger.state"
+log = "owner.log"
+output_dir = "exports"
+
+[budget]
+epsilon = 3
+delta = 1e-9
+query_epsilon = 0.5
+
+[engine]
+threads = 1
+
+[workspace]
+memory_limit = "256MB"
+
+[analysts.alice]
+epsilon = 1
+
+[analysts.bob]
+"""
+
+
+@pytest.fixture
+def profile(tmp_path):
+    with duckdb.connect(str(tmp_path / "data.duckdb")) as con:
+        con.execute("CREATE TABLE people AS SELECT i % 10 AS age, CASE WHEN i % 3 = 0 THEN 'F' ELSE 'M' END AS sex "
+                    "FROM range(1000) t(i)")
+        con.execute("CREATE TABLE zips AS SELECT 1 AS zip")
+    (tmp_path / "catalog.toml").write_text(CATALOG)
+    (tmp_path / "exports").mkdir()
+    path = tmp_path / "census.toml"
+    path.write_text(PROFILE)
+    return path
+
+
+def test_an_analyst_spends_within_their_own_budget(profile):
+    with dpsql.connect(profile=profile, analyst="alice") as alice:
+        assert alice.budget.total.epsilon == pytest.approx(1)
+        with pytest.raises(dpsql.BudgetExceededError, match="alice"):
+            for i in range(9):  # ε = 0.5 each, the profile's share: 3 fit in ε = 1 under zCDP
+                alice.execute(f"SELECT COUNT(*) FROM people WHERE age > {i}")
+        assert 0 < alice.budget.remaining.rho < alice.budget.total.rho / 4
+        assert alice.budget.spent.rho <= alice.budget.total.rho
+    with dpsql.connect(profile=profile, analyst="bob") as bob:  # no own limit: up to the total
+        assert bob.budget.total.epsilon == pytest.approx(3)
+        bob.execute("SELECT COUNT(*) FROM people WHERE age > 4")
+    charges = Ledger.existing(str(profile.parent / "ledger.state")).charges()
+    assert [c.who for c in charges] == ["alice"] * 3 + ["bob"]
+
+
+@pytest.mark.parametrize("override", [
+    {"catalog": CATALOG}, {"state": ":memory:"}, {"epsilon": 100}, {"seed": 1}, {"database": "other.duckdb"},
+    {"con": duckdb.connect()}, {"user": "bob"}, {"rho": 1.0}, {"backend": "spark"},
+])
+def test_a_profile_connection_takes_no_owner_settings(profile, override):
+    with pytest.raises(dpsql.ProgrammingError, match="profile fixes"):
+        dpsql.connect(profile=profile, analyst="alice", **override)
+
+
+@pytest.mark.parametrize("analyst", [None, "", "mallory"])
+def test_only_declared_analysts_connect(profile, analyst):
+    with pytest.raises(dpsql.ProfileError):
+        dpsql.connect(profile=profile, analyst=analyst)
+
+
+@pytest.mark.parametrize("text,error", [
+    ("", "no analysts"), ("[data]\ncatalog = 'catalog.toml'\n[analysts.a]", "needs database"),
+    ("[data]\ndatabase = 'd'\ncatalog = 'c'\nwhatever = 1\n[analysts.a]", "unknown keys"),
+    ("[data]\ndatabase = 'd'\ncatalog = 'c'\n[analysts.a]\nepsilon = -1", "epsilon must be"),
+    ("[data]\ndatabase = 'd'\ncatalog = 'c'\n[analysts.a]\nepsilon = 1\nrho = 1", "not both"),
+    ("[data]\ndatabase = 'd'\ncatalog = 'c'\n[budget]\ndelta = 1\n[analysts.a]", "delta must be"),
+    ("[data\n", "not valid TOML"),
+])
+def test_bad_profiles_are_refused_with_a_reason(tmp_path, text, error):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(dpsql.ProfileError, match=error):
+        dpsql.connect(profile=path, analyst="a")
+
+
+def test_a_missing_or_binary_profile_is_refused(tmp_path):
+    with pytest.raises(dpsql.ProfileError, match="does not exist"):
+        dpsql.connect(profile=tmp_path / "nope.toml", analyst="a")
+    (tmp_path / "bin.toml").write_bytes(b"\xff\xfe")
+    with pytest.raises(dpsql.ProfileError, match="UTF-8"):
+        dpsql.connect(profile=tmp_path / "bin.toml", analyst="a")
+
+
+def test_the_data_is_read_only_and_the_workspace_limited(profile):
+    with dpsql.connect(profile=profile, analyst="bob") as conn:
+        conn.execute("INSERT INTO zips VALUES (2)")  # the analyst's copy
+        assert conn.execute("SELECT COUNT(*) FROM zips").fetchall() == [(2,)]
+        assert conn.execute("SELECT current_setting('memory_limit')").fetchall() == [("244.1 MiB",)]
+    with duckdb.connect(str(profile.parent / "data.duckdb"), read_only=True) as raw:
+        assert raw.execute("SELECT COUNT(*) FROM zips").fetchall() == [(1,)]
+
+
+def test_shell_output_stays_in_the_profiles_directory(profile):
+    conn = dpsql.connect(profile=profile, analyst="bob")
+    shell = Shell(conn, out=io.StringIO(), err=io.StringIO())
+    for target in (profile, profile.parent / "elsewhere.txt", profile.parent / "ledger.state"):
+        assert not shell.handle(f".output --overwrite {target}")
+    assert shell.handle(f".output {profile.parent / 'exports' / 'answers.csv'}")
+    shell.handle("SELECT COUNT(*) FROM zips;")
+    shell.close()
+    assert "count_star()" in (profile.parent / "exports" / "answers.csv").read_text()
+    assert profile.read_text() == PROFILE
+
+
+def test_a_failed_scan_is_logged_for_the_owner_only(profile):
+    with duckdb.connect(str(profile.parent / "data.duckdb")) as owner:  # a value that does not fit the catalog
+        owner.execute("CREATE OR REPLACE TABLE people AS SELECT i % 10 AS age, 'F' AS sex, CASE WHEN i = 3 THEN "
+                      "'SECRET-77' ELSE i::VARCHAR END AS income FROM range(100) t(i)")
+    (profile.parent / "catalog.toml").write_text(CATALOG + 'income = { type = "numeric", min = 0, max = 100, bins = 4 }')
+    with dpsql.connect(profile=profile, analyst="bob") as conn:
+        with pytest.raises(dpsql.OperationalError) as failed:
+            conn.execute("SELECT income, COUNT(*) FROM people GROUP BY income")
+        assert "SECRET" not in str(failed.value) and conn.budget.spent.rho == 0
+    assert "SECRET-77" in (profile.parent / "owner.log").read_text()
+
+
+def test_the_shell_connects_by_profile_and_refuses_owner_flags(profile):
+    run = [sys.executable, "-m", "dpsql.cli", "shell", "--profile", str(profile)]
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([*run, "--analyst", "alice", "-c", "SELECT COUNT(*) AS n FROM people"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and "charged ε=0.5" in done.stdout, done.stderr
+    for extra in (["--catalog", "x.toml"], ["--state", "fresh.state"], ["--epsilon", "100"], ["data.duckdb"]):
+        done = subprocess.run([*run, "--analyst", "alice", *extra, "-c", "SELECT 1"], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert done.returncode == 1 and "profile fixes" in done.stderr, (extra, done.stderr)
