@@ -64,6 +64,18 @@ class Charge:
     detail: str | None
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A charge to append: what it costs, the statement, the table and the measurements it pays for."""
+
+    cost: float
+    statement: str
+    table: str | None
+    signature: str | None
+    measurements: list[Measurement]
+    detail: str | None = None
+
+
 def _digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, default=str, separators=(",", ":")).encode()).hexdigest()
 
@@ -205,30 +217,40 @@ class Ledger:
         detail: str | None = None,
     ) -> Charge:
         """Append a charge and the measurements it pays for, atomically; refuse overspending."""
+        return self.charge_all([Entry(cost, statement, table, signature, measurements, detail)])[0]
+
+    def charge_all(self, entries: list["Entry"]) -> list[Charge]:
+        """Append several charges (one statement's, e.g. one per table) in one transaction: all or none."""
+        done = []
         with self._open() as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                self._refuse_if_over(cost, self._status(con))
-                last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
-                seq = 1 if last is None else int(last[0]) + 1
-                prev = last[1] if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]
-                rows = [
-                    (i, table, signature, json.dumps(list(m.clique)), m.key,
-                     None if m.strategy is None else json.dumps(to_spec(m.strategy)), m.noise, m.cost,
-                     m.variance, [float(v) for v in m.values])
-                    for i, m in enumerate(measurements)
-                ]
-                at = _now()
-                entry = (seq, at, self.who, table, statement, cost, detail)
-                digest = _digest(prev, *entry, [_measurement_row_digest(r) for r in rows])
-                con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
-                for r in rows:
-                    con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
+                self._refuse_if_over(sum(e.cost for e in entries), self._status(con))
+                for e in entries:
+                    done.append(self._append(con, e))
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
-        return Charge(seq, at, self.who, table, statement, cost, detail)
+        return done
+
+    def _append(self, con, e: "Entry") -> Charge:
+        last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
+        seq = 1 if last is None else int(last[0]) + 1
+        prev = last[1] if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]
+        rows = [
+            (i, e.table, e.signature, json.dumps(list(m.clique)), m.key,
+             None if m.strategy is None else json.dumps(to_spec(m.strategy)), m.noise, m.cost,
+             m.variance, [float(v) for v in m.values])
+            for i, m in enumerate(e.measurements)
+        ]
+        at = _now()
+        entry = (seq, at, self.who, e.table, e.statement, e.cost, e.detail)
+        digest = _digest(prev, *entry, [_measurement_row_digest(r) for r in rows])
+        con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
+        for r in rows:
+            con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
+        return Charge(seq, at, self.who, e.table, e.statement, e.cost, e.detail)
 
     def bounding_key(self) -> str:
         """The secret keying the hash that orders a privacy unit's rows for bounding.

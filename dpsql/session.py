@@ -22,7 +22,7 @@ from dpsql.budget import checked
 from dpsql.catalog import Catalog, Table
 from dpsql.compiler import CompiledQuery, compile_tree, parse_statement
 from dpsql.errors import BudgetExceededError, Error, NotSupportedError, ProgrammingError
-from dpsql.ledger import Ledger
+from dpsql.ledger import Entry, Ledger
 from dpsql.lookups import PublicTables
 from dpsql.public_sql import ProtectedNames
 from dpsql.result import Result, aggregate_answers, assemble
@@ -40,7 +40,7 @@ from dpsql.statements import (
 )
 from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
 from mechanisms.answering import AnsweringModel
-from mechanisms.measurement import GAUSSIAN, LAPLACE, measure
+from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, measure
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import GraphicalModel
 from mechanisms.reconstruction import Estimator, LeastSquaresModel
@@ -236,8 +236,7 @@ class Session:
         if self.protected.reference(sql) is None:
             return self._public(sql, params)
         compiled = self._prepare(sql, params, weight)
-        plan, charged = self._measure([compiled], sql, **self._sizing())
-        return self._answer(compiled, plan, charged)
+        return self._execute([compiled], sql, **self._sizing())[0]
 
     def _prepare(self, sql: str, params, weight: float, label: str = "") -> CompiledQuery:
         """A statement that mentions a protected table, compiled as a DP query (or refused)."""
@@ -328,8 +327,9 @@ class Session:
         """The ledger's secret bounding key for a table with a privacy unit (None: row-level table)."""
         return None if table.unit is None else self.ledger.bounding_key()
 
-    def _existing(self, table: Table) -> list[tuple[tuple[str, ...], float]]:
-        return [(m.clique, m.variance) for m in self.model(table).measurements if m.is_marginal]
+    def _existing(self, table: Table) -> list[Measurement]:
+        """Everything measured on the table so far (planning needs their variances, not their values)."""
+        return self.model(table).measurements
 
     def _rows(self, table: Table) -> float | None:
         """The table's size as declared public, or as already released (free: post-processing); else None.
@@ -398,34 +398,59 @@ class Session:
         )
         return sum(b.weight * b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
 
-    def _measure(self, queries: list[CompiledQuery], statement: str, **sizing) -> tuple[dict, float]:
-        """Plan, check the budget, measure in the database, charge, and refit. Returns plans and cost."""
+    def _execute(self, queries: list[CompiledQuery], statement: str, **sizing) -> list[Result]:
+        """Plan, measure, answer, and only then charge: one result per query.
+
+        New measurements are released into models apart from the session's; every answer
+        is assembled from them; only then is the ledger charged (one atomic entry per
+        table) and the models kept. Whatever fails before the charge (a block the
+        measurements would not determine, a model fit, assembly) spends nothing, and a
+        charge is recorded only for answers already in hand.
+        """
         plans = self._plan(queries, **sizing)
         total = sum(plan.cost for _, plan in plans.values())
-        if total == 0:
-            return plans, 0.0
-        self._check_affordable(total, sizing.get("max_rmse"))
-        released = []
+        if total > 0:
+            self._check_affordable(total, sizing.get("max_rmse"))
+        released = {}
         for name, (table, plan) in plans.items():
             if plan.adaptive is not None:
-                released.append((table, plan, *self._run_adaptive(table, plan)))
+                released[name] = (table, plan, *self._run_adaptive(table, plan))
             elif plan.measurements:
                 counts = self.backend.marginals(table, [m.clique for m in plan.measurements], self.bounding_key(table))
                 measurements = [
                     pm.release(counts[pm.clique], table.domain, self.noise, self.rng) for pm in plan.measurements
                 ]
-                released.append((table, plan, measurements, None))
-        if self.before_charge is not None:
-            self.before_charge()  # the last point a statement can be cancelled: nothing charged yet
-        for table, plan, measurements, estimator in released:
-            detail = plan.adaptive.procedure.name if plan.adaptive is not None else plan.chosen
-            self.ledger.charge(plan.cost, statement, table.name, table.signature(), measurements, detail=detail)
-            model = self.model(table)
-            for m in measurements:
-                model.add(m)
-            if estimator is not None:
-                self.generative[table.name.lower()].append(estimator)
-        return plans, total
+                released[name] = (table, plan, measurements, None)
+        models = {name: self._with(table, measurements, estimator)
+                  for name, (table, _, measurements, estimator) in released.items()}
+        text = "\n".join(plan.explain() for _, plan in plans.values())
+        results = []
+        for q in queries:
+            model = models.get(q.table.name) or self.answering(q.table)
+            result = assemble(q, aggregate_answers(q, model))
+            result.plan = text
+            results.append(result)
+        if released:
+            if self.before_charge is not None:
+                self.before_charge()  # the last point a statement can be cancelled: nothing charged yet
+            self.ledger.charge_all([
+                Entry(plan.cost, statement, table.name, table.signature(), measurements,
+                      plan.adaptive.procedure.name if plan.adaptive is not None else plan.chosen)
+                for table, plan, measurements, _ in released.values()])
+            for name, (table, _, _, _) in released.items():
+                self.models[table.name.lower()] = models[name].exact
+                self.generative[table.name.lower()] = models[name].generative
+        for i, result in enumerate(results):
+            result.charged = total if i == 0 else 0.0
+            result.charge_text = self._charge_text(result.charged)
+        return results
+
+    def _with(self, table: Table, measurements: list, estimator: Estimator | None) -> AnsweringModel:
+        """The table's answering model with new measurements (and a new generative model) added,
+        apart from the session's own until the charge is recorded."""
+        current = self.answering(table)
+        exact = LeastSquaresModel(table.domain, [*current.exact.measurements, *measurements])
+        return AnsweringModel(exact, [*current.generative, *([estimator] if estimator is not None else [])])
 
     def _run_adaptive(self, table: Table, plan: Plan) -> tuple[list, Estimator]:
         """Execute the plan's adaptive procedure on exact counts from the database (nothing leaves yet)."""
@@ -477,14 +502,6 @@ class Session:
             )
         self.ledger.check(cost)
 
-    def _answer(self, compiled: CompiledQuery, plans: dict, charged: float) -> Result:
-        answers = aggregate_answers(compiled, self.answering(compiled.table))
-        result = assemble(compiled, answers)
-        result.charged = charged
-        result.charge_text = self._charge_text(charged)
-        result.plan = "\n".join(plan.explain() for _, plan in plans.values())
-        return result
-
     def _charge_text(self, charged: float) -> str:
         remaining = self.budget().remaining
         spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
@@ -526,9 +543,7 @@ class Session:
         if begin.explain:
             return [self._explain_result(self._plan(compiled, **sizing))]
         statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
-        plans, charged = self._measure(compiled, statement, **sizing)
-        results = [self._answer(q, plans, charged if i == 0 else 0.0) for i, q in enumerate(compiled)]
-        return results
+        return self._execute(compiled, statement, **sizing)
 
     def explain(self, sql: str) -> Result:
         """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""

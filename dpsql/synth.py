@@ -1,11 +1,12 @@
 """Synthetic data: release a DP synthetic copy of a protected table (AIM or MST).
 
-`synthesize(conn, "people", epsilon=1, out_path="people.parquet")` charges the
-connection's ledger for the whole budget *before* anything is released, runs
-the mechanism on exact marginals computed inside the database (one GROUPING
-SETS scan of every candidate marginal; only counts leave DuckDB), samples rows
-from the fitted graphical model and writes them to Parquet with the catalog's
-value labels (integers, numeric bins as their lower edges, categories, NULL).
+`synthesize(conn, "people", epsilon=1, out_path="people.parquet")` runs the
+mechanism on exact marginals computed inside the database (one GROUPING SETS
+scan of every candidate marginal; only counts leave DuckDB), samples rows from
+the fitted graphical model and writes them, with the catalog's value labels
+(integers, numeric bins as their lower edges, categories, NULL), to a hidden
+file beside the output; only then does it charge the ledger for the whole
+budget and move the file into place, so a failed scan or write spends nothing.
 The noisy measurements are stored in the ledger, so later queries on the table
 can be answered from them for free. A table with a privacy unit of at most k
 rows is measured bounded, and the mechanism runs at ρ/k² per row: by group
@@ -19,6 +20,7 @@ is the command line (without a database: the generated demo `people` table).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ import duckdb
 import numpy as np
 
 from dpsql.catalog import Table, quote_identifier, quote_string
-from dpsql.errors import NotSupportedError, ProgrammingError
+from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
 from mechanisms.accounting import Amount
 from mechanisms.aim import Progress, aim, workload_candidates
 from mechanisms.measurement import GAUSSIAN
@@ -104,8 +106,8 @@ def synthesize(
     workload = default_workload(protected, degree, max_cells) if mechanism == "aim" else []
 
     statement = f"SYNTH {protected.name} ({mechanism}, rho={budget:.6g})"
+    session.ledger.check(budget)
     session.answering(protected)  # earlier generative models load before this release joins the ledger
-    charge = session.ledger.charge(budget, statement, protected.name, protected.signature(), [], detail=mechanism)
     needed = list(workload_candidates(domain, workload)) if mechanism == "aim" else _pairs(domain.attributes)
     counts = session.backend.marginals(protected, needed, session.bounding_key(protected))
     marginal = counts.__getitem__
@@ -114,17 +116,27 @@ def synthesize(
         result = aim(domain, marginal, per_row, workload, session.rng, progress=progress)
     else:
         result = mst(domain, marginal, per_row, session.rng, progress=progress)
-    session.ledger.charge(
-        0.0, f"measurements of charge {charge.seq}", protected.name, protected.signature(), result.measurements,
-        detail=mechanism,
-    )
+    seed = session.rng.randbelow(2**63)
+    sample = result.model.sample(rows, np.random.default_rng(seed))
+    partial = out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}")
+    try:  # written before the charge: a failed write spends nothing, and nothing is shown until charged
+        write_parquet(protected, sample, partial)
+        if session.before_charge is not None:
+            session.before_charge()
+        session.ledger.charge(budget, statement, protected.name, protected.signature(), result.measurements,
+                              detail=mechanism)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     model = session.model(protected)
     for m in result.measurements:
         model.add(m)
     session.generative[protected.name.lower()].append(result.model)  # later queries: answered free
-    seed = session.rng.randbelow(2**63)
-    sample = result.model.sample(rows, np.random.default_rng(seed))
-    write_parquet(protected, sample, out)
+    try:
+        os.replace(partial, out)
+    except OSError as e:  # charged: the paid file stays where it was written
+        raise OperationalError(f"the synthetic data was written to {str(partial)!r} but could not be renamed to "
+                               f"{str(out)!r} ({e.strerror}); it is paid for, move it by hand") from None
     return SynthesisReport(
         out, len(sample), mechanism, session.amount(budget), len(result.measurements),
         result.model.cliques, time.perf_counter() - started,
@@ -150,6 +162,8 @@ def write_parquet(table: Table, bins: np.ndarray, path: Path) -> None:
             joins.append(f"LEFT JOIN labels_{i} l{i} ON l{i}.bin = s.b{i}")
         query = f"SELECT {', '.join(selects)} FROM synthetic_bins s {' '.join(joins)}"
         con.execute(f"COPY ({query}) TO {quote_string(str(path))} (FORMAT PARQUET)")
+    except duckdb.Error as e:
+        raise OperationalError(f"cannot write {str(path)!r}: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
 

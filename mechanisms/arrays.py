@@ -46,6 +46,21 @@ def xp() -> ModuleType:
     return _module
 
 
+def pinv(a, hermitian: bool = False):
+    """The Moore–Penrose pseudo-inverse, cutting singular values below max(shape)·eps·σ_max.
+
+    That is the numerical-rank tolerance (as `matrix_rank` uses): the libraries' default
+    (1e-15·σ_max) keeps rounding noise of a rank-deficient matrix, e.g. the Gram matrix
+    of two strategies on one clique, and inverts it into errors of order 1e-3.
+    """
+    m = xp()
+    a = m.asarray(a)
+    rcond = max(a.shape) * float(m.finfo(a.dtype if a.dtype.kind == "f" else float).eps)
+    if m is numpy:
+        return m.linalg.pinv(a, rcond=rcond, hermitian=hermitian)
+    return m.linalg.pinv(a, rcond=rcond)  # CuPy's pinv has no `hermitian`
+
+
 def to_numpy(a):
     """A NumPy copy of an array from either module."""
     if _module is not numpy and hasattr(a, "get"):

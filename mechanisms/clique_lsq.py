@@ -38,7 +38,7 @@ from math import prod
 
 import numpy as np
 
-from mechanisms.arrays import to_numpy, xp
+from mechanisms.arrays import pinv, to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Matrix, Ones, Weighted, to_spec
 from mechanisms.measurement import Measurement
@@ -234,7 +234,7 @@ class _UnionSolver:
         self.gram_pinv = self.preconditioner = None
         if self.cells <= DENSE_LIMIT:
             gram = sum(_dense(a).T @ _dense(a) / var for a, _, var in parts)
-            self.gram_pinv = m.linalg.pinv(gram, hermitian=True)
+            self.gram_pinv = pinv(gram, hermitian=True)
             self.projector = self.gram_pinv @ gram
             self.x = self.gram_pinv @ self.rhs
             return
@@ -287,11 +287,16 @@ class _UnionSolver:
         return z
 
     def covers(self, matrix: Matrix, terms) -> bool:
-        """Exact for small cliques and invertible G; otherwise sufficient (a strategy alone covers it)."""
+        """Exact for small cliques and invertible G; otherwise sufficient (a strategy alone covers it).
+
+        A block one strategy determines alone is determined by all of them together, so that
+        test is also accepted for small cliques, where the projector is subject to rounding.
+        """
         if self.gram_pinv is not None:
             w = _dense(matrix)
-            return _largest(w @ self.projector - w) <= _SPAN_TOLERANCE * max(_largest(w), 1.0)
-        if self.full_rank:
+            if _largest(w @ self.projector - w) <= _SPAN_TOLERANCE * max(_largest(w), 1.0):
+                return True
+        elif self.full_rank:
             return True
         return all(any(c.covers([t]) for c in self.components) for t in terms)
 

@@ -18,7 +18,7 @@ from math import prod
 
 import numpy as np
 
-from mechanisms.arrays import xp
+from mechanisms.arrays import pinv, xp
 
 # Largest number of entries the default `Matrix.pinv` densifies.
 PINV_DENSE_LIMIT = 1 << 24
@@ -91,7 +91,7 @@ class Matrix:
             raise NotImplementedError(
                 f"{type(self).__name__}{self.shape} has no structured pinv and is too large to densify"
             )
-        return Dense(xp().linalg.pinv(self.dense()))
+        return Dense(pinv(self.dense()))
 
     def __mul__(self, c: float) -> "Matrix":
         return Weighted(self, float(c))

@@ -13,6 +13,7 @@ from typing import Iterable
 import numpy as np
 
 from mechanisms.marginals import Clique
+from mechanisms.measurement import Measurement
 from mechanisms.workload import Workload
 from planner.families import FAMILIES
 from planner.plan import TOTAL_SQUARED
@@ -24,7 +25,7 @@ def error_curves(
     budget: float,
     noise: str,
     delta: float,
-    existing: Iterable[tuple[Clique, float]] = (),
+    existing: Iterable[Measurement | tuple[Clique, float]] = (),
     objective: str = TOTAL_SQUARED,
     points: int = 13,
     contribution: int = 1,

@@ -51,7 +51,7 @@ def plan_workload(
     budget: float,
     noise: str = GAUSSIAN,
     delta: float = 0.0,
-    existing: Iterable[tuple[Clique, float]] = (),
+    existing: Iterable[Measurement | tuple[Clique, float]] = (),
     objective: str = TOTAL_SQUARED,
     families: Iterable[str] | None = None,
     rows: float | None = None,
@@ -59,8 +59,11 @@ def plan_workload(
 ) -> Plan:
     """Plan the blocks of `workload` under `budget` (ρ for Gaussian, ε for Laplace noise).
 
-    `existing` lists (clique, cell variance) of marginals measured earlier; they
-    lower the expected error of the new plan but are not re-measured.
+    `existing` lists what was measured earlier — `Measurement`s (their values are not
+    needed), or (clique, cell variance) pairs for marginals; they lower the expected
+    error of the new plan but are not re-measured, and the expected errors are those
+    of the very model that will answer (a block it would not determine raises
+    `NotInSpan` here, before anything is measured).
     `objective` is TOTAL_SQUARED (weighted sum of squared errors, each block
     weighted by 1/sensitivity² unless the caller set other weights) or
     MAX_ERROR (the largest normalized per-query RMSE, by reweighting).
@@ -90,6 +93,21 @@ def plan_workload(
         plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution)
     plan.planning_seconds = time.perf_counter() - started
     return plan
+
+
+# Costs within this relative distance are ties; a tie goes to the family listed first in FAMILIES.
+TIE_TOLERANCE = 1e-9
+
+
+def cheapest(costs: dict[str, float]) -> str:
+    """The first key (in FAMILIES order) whose cost ties with the least."""
+    least = min(costs.values())
+    return next(name for name, c in costs.items() if c <= least + TIE_TOLERANCE * abs(least))
+
+
+def _lower(cost: float, than: float) -> bool:
+    """`cost` is lower than `than` by more than a tie."""
+    return cost < than - TIE_TOLERANCE * abs(than)
 
 
 class _Costs:
@@ -123,7 +141,7 @@ def _plan(workload: Workload, budget: float, noise: str, delta: float, existing,
     for group in _groups(blocks, domain):
         costs = {name: cost(name, group) for name in families}
         attrs = group[0].attributes(domain)
-        groups.append(GroupPlan(attrs, [b.name for b in group], min(costs, key=costs.get), costs))
+        groups.append(GroupPlan(attrs, [b.name for b in group], cheapest(costs), costs))
         members.append(group)
 
     def pools() -> dict[str, list[Block]]:
@@ -143,14 +161,14 @@ def _plan(workload: Workload, budget: float, noise: str, delta: float, existing,
                 continue
             previous, g.family = g.family, name
             trial = cost.pooled(pools(), noise)
-            if trial < current:
+            if _lower(trial, current):
                 current = trial
             else:
                 g.family = previous
     # 3. The whole workload in one family can beat every regrouping of the greedy steps.
     whole = {name: cost(name, blocks) for name in families}
-    best = min(whole, key=whole.get)
-    if whole[best] < current:
+    best = cheapest(whole)
+    if _lower(whole[best], current):
         for g in groups:
             g.family = best
 
@@ -209,7 +227,7 @@ def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | 
     for procedure in eligible:
         prediction = predict(procedure, domain, blocks, budget, rows, linear)
         plan.alternatives.append(Alternative(f"{procedure.name} (simulated)", prediction.total_squared_error, weighted_rows))
-        if prediction.total_squared_error < best_error:
+        if _lower(prediction.total_squared_error, best_error):
             best, best_error = (procedure, prediction), prediction.total_squared_error
     if best is None:
         return plan
@@ -263,7 +281,7 @@ def budget_for_accuracy(
     max_rmse: float,
     noise: str = GAUSSIAN,
     delta: float = 0.0,
-    existing: Iterable[tuple[Clique, float]] = (),
+    existing: Iterable[Measurement | tuple[Clique, float]] = (),
     contribution: int = 1,
 ) -> tuple[float, Plan]:
     """The smallest budget whose MAX_ERROR plan gives every block a normalized RMSE ≤ max_rmse.
@@ -301,7 +319,7 @@ def budget_for_accuracy(
 def expected_rmse(
     workload: Workload,
     planned: list[PlannedMeasurement],
-    existing: Iterable[tuple[Clique, float]] = (),
+    existing: Iterable[Measurement | tuple[Clique, float]] = (),
 ) -> dict[str, float]:
     """Exact per-row RMSE of every block once `planned` (and `existing`) are measured.
 
@@ -310,8 +328,12 @@ def expected_rmse(
     """
     domain = workload.domain
     model = LeastSquaresModel(domain)
-    for clique, variance in existing:
-        model.add(Measurement(clique, "", 0.0, variance, np.empty(0)))
+    for m in existing:
+        if isinstance(m, Measurement):
+            model.add(replace(m, values=np.empty(0)))
+        else:
+            clique, variance = m
+            model.add(Measurement(clique, "", 0.0, variance, np.empty(0)))
     for m in planned:
         key = None if m.block is None else m.block.fingerprint(domain)
         model.add(Measurement(m.clique, "", m.share, m.variance, np.empty(0), key, m.strategy))

@@ -306,15 +306,16 @@ def _make_database(path: Path) -> None:
 def _accounted(session) -> list[float]:
     """Check on every call of `session.execute` that each new charge paid for a released result.
 
-    Returns the list of every charge's cost, which the ledger's total must equal.
+    Returns the list of every charge's cost, which the ledger's total must equal (dropped-row
+    counts charge through `Ledger.charge`, which calls `charge_all`).
     """
     made, every = [], []
-    charge, execute = session.ledger.charge, session.execute
+    charge_all, execute = session.ledger.charge_all, session.execute
 
-    def counted_charge(cost, *args, **kwargs):
-        done = charge(cost, *args, **kwargs)
-        made.append(cost)
-        every.append(cost)
+    def counted_charge_all(entries):
+        done = charge_all(entries)
+        made.append(sum(e.cost for e in entries))  # one statement's charge (an entry per table)
+        every.extend(e.cost for e in entries)
         return done
 
     def checked_execute(script, params=None):
@@ -327,7 +328,7 @@ def _accounted(session) -> list[float]:
         _check_charges(made, results, script)
         return results
 
-    session.ledger.charge, session.execute = counted_charge, checked_execute
+    session.ledger.charge_all, session.execute = counted_charge_all, checked_execute
     return every
 
 

@@ -38,13 +38,14 @@ def conn():
     connection.close()
 
 
-def test_synthesize_charges_then_writes_labelled_rows(conn, tmp_path):
+def test_synthesize_writes_then_charges_labelled_rows(conn, tmp_path):
     out = tmp_path / "t.parquet"
     before = conn.ledger.spent()
     seen = []
     report = synthesize(conn, "t", 1.0, out, degree=2, progress=seen.append)
     charges = conn.ledger.charges()
-    assert charges[-2].cost == pytest.approx(report.charged.rho) and charges[-1].cost == 0.0
+    assert charges[-1].cost == pytest.approx(report.charged.rho) and charges[-1].detail == "aim"
+    assert len(conn.ledger.measurements("t", conn.session.catalog.get("t").signature())) == report.measurements
     assert conn.ledger.spent() - before == pytest.approx(report.charged.rho)
     assert seen[-1].fraction == 1.0
     rows = duckdb.sql(f"SELECT age, sex, pay FROM '{out}'").fetchall()
