@@ -311,7 +311,10 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
     for g in group.expressions:
         target = g
         if isinstance(g, exp.Literal) and not g.is_string:
-            k = int(literal_value(g))
+            value = literal_value(g)
+            if value != int(value):
+                raise ProgrammingError(f"GROUP BY {g.sql()}: a position must be a whole number")
+            k = int(value)
             if not 1 <= k <= len(items):
                 raise ProgrammingError(f"GROUP BY {k} refers to no select item")
             target = items[k - 1].this if isinstance(items[k - 1], exp.Alias) else items[k - 1]
@@ -377,6 +380,32 @@ def _compile_aggregate(
     return Aggregate("avg", label, [total, count])
 
 
+# Every value a query multiplies counts by is 0 or within these magnitudes: beyond them exact
+# answers grow without bound, and the planner's floating-point error formulas lose their meaning.
+SMALLEST_VALUE, LARGEST_VALUE = 1e-9, 1e15
+
+
+def _check_magnitudes(name: str, coef: float, vectors) -> None:
+    """Refuse a term whose values are not finite, or whose nonzero products leave the allowed range."""
+    if not np.isfinite(coef):
+        raise ProgrammingError(f"{name}: the expression produces values that are not finite numbers")
+    largest, smallest = abs(coef), abs(coef)
+    for v in vectors:
+        v = np.abs(np.asarray(v, dtype=float))
+        if not np.all(np.isfinite(v)):
+            raise ProgrammingError(f"{name}: the expression produces values that are not finite numbers")
+        nonzero = v[v > 0]
+        if nonzero.size == 0:
+            return  # the term is zero
+        largest *= float(nonzero.max())
+        smallest *= float(nonzero.min())
+    if coef != 0 and not (SMALLEST_VALUE <= smallest and largest <= LARGEST_VALUE):
+        raise ProgrammingError(
+            f"{name}: its values reach magnitudes from {smallest:.3g} to {largest:.3g}; they must be 0 or between "
+            f"{SMALLEST_VALUE:g} and {LARGEST_VALUE:g}: rescale the expression"
+        )
+
+
 def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[str, np.ndarray]], domain) -> Block:
     """Turn a sum of per-attribute products into Kronecker terms with square group factors.
 
@@ -389,6 +418,7 @@ def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[
     group_by, mapped = layout
     terms = []
     for coef, factors in predicate.factors():
+        _check_magnitudes(name, coef, factors.values())
         mats = {}
         for attr, vector in factors.items():
             if attr in mapped:

@@ -108,8 +108,9 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
         else budget.get("query_epsilon"), query_rho=query_rho if query_rho is not None else budget.get("query_rho"),
         state=profile.ledger, seed=None, dialect=dialect, read_only=profile.read_only, user=who.name,
         engine=profile.engine,
-        workspace=profile.workspace, allowance=(who.epsilon, who.rho), owner_files=[profile.path],
-        output_dir=profile.output_dir,
+        workspace=profile.workspace, allowance=(who.epsilon, who.rho),
+        owner_files=[profile.path, *([profile.log] if profile.log else [])], output_dir=profile.output_dir,
+        confined=True,
     )
 
 
@@ -130,7 +131,7 @@ def _open(
     database: str, *, catalog, epsilon, delta, rho, query_epsilon, query_rho, state, seed, dialect, read_only, user,
     con=None, backend: str | Backend = "duckdb", spark: Any = None, engine: dict | None = None,
     workspace: dict | None = None, allowance: tuple[float | None, float | None] = (None, None),
-    owner_files: list = (), output_dir: Path | None = None,
+    owner_files: list = (), output_dir: Path | None = None, confined: bool = False,
 ) -> "Connection":
     if rho is not None and epsilon is not None:
         raise ProgrammingError("give either epsilon (with delta) or rho, not both")
@@ -159,7 +160,7 @@ def _open(
         dialect=dialect,
     )
     owned = [*_database_files(data), state_path, *([catalog.path] if catalog.path else []), *owner_files]
-    return Connection(session, data if con is None else None, OutputFiles(owned, output_dir))
+    return Connection(session, data if con is None else None, OutputFiles(owned, output_dir, confined))
 
 
 def _in_unit(epsilon: float | None, rho: float | None, noise: str, delta: float) -> float | None:

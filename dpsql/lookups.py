@@ -14,6 +14,7 @@ nothing; the domain of a looked-up attribute is its distinct values in the publi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from math import prod
@@ -186,6 +187,10 @@ class Lookup:
 
     def attribute(self, name: str) -> LookupColumn:
         name = self.tables.column(self.ref, name)
+        kind = self.tables.type_of(self.ref, name)
+        if re.search(r"\[|\b(STRUCT|MAP|UNION|JSON|VARIANT)\b", kind.upper()):
+            raise NotSupportedError(f"{self.alias}.{name} has type {kind}: only scalar columns of a lookup table "
+                                    "(numbers, strings, dates) can be grouped, compared or summed")
         if name not in self._attributes:
             mapping = self.tables.mapping(self.ref, self.key, name)
             values = [mapping.get(label) if hit else None for label, hit in zip(self.bin_labels, self.matched)]

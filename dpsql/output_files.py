@@ -2,10 +2,13 @@
 
 The shell's `.output`/`.once` and `dpsql synth --out` write files the analyst names.
 `OutputFiles` refuses a path that is, or links to, one of the owner's files (the
-database and its WAL, the ledger state and its lock, the catalog, the profile),
-compared by resolved real path and by inode, so neither `..`, a symbolic link nor
-a hard link gets through. It refuses to replace an existing file unless asked to,
-and, when the owner's profile names an output directory, any path outside it.
+database, the ledger state, the catalog, the profile, the log) or a companion of one
+(a name that extends it: `.wal`, `.lock`, `.wal.checkpoint`, ...), compared by resolved
+real path and by inode, so neither `..`, a symbolic link, `/proc/self/fd` nor a hard
+link gets through. It refuses to replace an existing file unless asked to. A connection
+made from a profile writes only under the profile's `output_dir`, and nowhere when it
+names none: anywhere else the service's account can write (its own code, its keys) is
+not the analyst's to write.
 """
 
 from __future__ import annotations
@@ -16,17 +19,19 @@ from typing import Iterable, TextIO
 
 from dpsql.errors import ProgrammingError
 
-# Files that sit beside an owner's file and belong to it.
-COMPANION_SUFFIXES = ("", ".wal", ".lock", ".tmp")
-
 
 class OutputFiles:
-    """The rule for files an analyst's surface writes (see the module docstring)."""
+    """The rule for files an analyst's surface writes (see the module docstring).
 
-    def __init__(self, owner_files: Iterable[str | Path] = (), directory: str | Path | None = None):
-        self.owner_files = {Path(os.path.realpath(str(f) + suffix)) for f in owner_files if str(f) != ":memory:"
-                            for suffix in COMPANION_SUFFIXES}
+    `directory`: the only directory files may be written under; with `confined`, no
+    directory means no file may be written at all.
+    """
+
+    def __init__(self, owner_files: Iterable[str | Path] = (), directory: str | Path | None = None,
+                 confined: bool = False):
+        self.owner_files = {Path(os.path.realpath(str(f))) for f in owner_files if str(f) != ":memory:"}
         self.directory = Path(os.path.realpath(directory)) if directory is not None else None
+        self.confined = confined
 
     def check(self, path: str | Path, overwrite: bool = False) -> Path:
         """The path to write, or ProgrammingError saying why it may not be written."""
@@ -37,10 +42,12 @@ class OutputFiles:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise ProgrammingError(f"cannot write to {text!r}: the name is not valid Unicode") from None
+        if self.confined and self.directory is None:
+            raise ProgrammingError("this deployment lets analysts write no files (its profile names no output_dir)")
         real = Path(os.path.realpath(text))
-        if real in self.owner_files or self._same_file(real):
-            raise ProgrammingError(f"{text!r} is one of the data owner's files (data, ledger or catalog); "
-                                   "write results elsewhere")
+        if self._owned(real) or self._same_file(real):
+            raise ProgrammingError(f"{text!r} is one of the data owner's files (data, ledger, catalog, profile or "
+                                   "log); write results elsewhere")
         if self.directory is not None and self.directory not in (real, *real.parents):
             raise ProgrammingError(f"files may only be written under {str(self.directory)!r}")
         if real.exists() and not overwrite:
@@ -58,6 +65,11 @@ class OutputFiles:
             return open(real, "w" if overwrite else "x", encoding="utf-8")
         except OSError as e:
             raise ProgrammingError(f"cannot write to {str(path)!r}: {e.strerror}") from None
+
+    def _owned(self, real: Path) -> bool:
+        """`real` is an owner's file or a companion of one (its name extends the owner's file's name)."""
+        return any(real == f or (real.parent == f.parent and real.name.startswith(f.name + "."))
+                   for f in self.owner_files)
 
     def _same_file(self, real: Path) -> bool:
         """Whether `real` is a hard link to one of the owner's files."""

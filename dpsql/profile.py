@@ -12,7 +12,7 @@ catalog = "catalog.toml"
 ledger = "census.dpsql-state"      # default: <database>.dpsql-state
 read_only = true                   # default: the data is opened read-only
 log = "dpsql.log"                  # optional: the owner's log (failed scans, with their cause)
-output_dir = "exports"             # optional: the only directory shells may write files into
+output_dir = "exports"             # optional: the only directory shells may write files into (none: no files)
 
 [budget]                           # the ledger's total, fixed when the ledger is created
 epsilon = 10                       # or rho = ...
@@ -43,17 +43,20 @@ from dpsql.errors import ProfileError, ProgrammingError
 _SECTIONS = {"data", "budget", "engine", "workspace", "analysts"}
 _DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir"}
 _BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho"}
-_ANALYST_KEYS = {"epsilon", "rho", "password"}
+_ANALYST_KEYS = {"epsilon", "rho"}
 
 
 @dataclass(frozen=True)
 class Analyst:
-    """One analyst of a profile: a name, an optional own budget (ε or ρ), an optional password hash."""
+    """One analyst of a profile: a name and an optional own budget (ε or ρ).
+
+    Who connects as which analyst is established by the surface that starts the session
+    (e.g. an SSH forced command fixing `--analyst`), not by the profile.
+    """
 
     name: str
     epsilon: float | None = None
     rho: float | None = None
-    password: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,10 +120,7 @@ class Profile:
             if "epsilon" in entry and "rho" in entry:
                 raise ProfileError(f"[analysts.{name}]: give epsilon or rho, not both")
             amounts = {k: _amount(k, entry[k], f"[analysts.{name}] {k}") for k in ("epsilon", "rho") if k in entry}
-            password = entry.get("password")
-            if password is not None and not isinstance(password, str):
-                raise ProfileError(f"[analysts.{name}] password must be a string (a hash)")
-            analysts[name] = Analyst(name, amounts.get("epsilon"), amounts.get("rho"), password)
+            analysts[name] = Analyst(name, amounts.get("epsilon"), amounts.get("rho"))
         if not analysts:
             raise ProfileError("the profile declares no analysts: add [analysts.<name>] for each one")
         read_only = data.get("read_only", True)

@@ -45,6 +45,16 @@ ALLOWED: dict[str, tuple[type[exp.Expression], ...]] = {
     "TRANSACTION": (exp.Transaction, exp.Commit, exp.Rollback),
 }
 OBJECT_KINDS = {"TABLE", "VIEW"}  # what CREATE, DROP and ALTER may name
+# The configuration of every DuckDB database that runs analyst-written SQL (the workspace, and the
+# evaluation of a DP query's outer expressions): fixed at start, then locked.
+SANDBOX_CONFIG = {
+    "enable_external_access": False,  # no files, no ATTACH, no extension downloads
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "python_enable_replacements": False,  # no scans of Python objects by variable name
+    "lock_configuration": True,
+}
 TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
 _SAFE_TABLE_FUNCTION_NODES = (exp.GenerateSeries, exp.ExplodingGenerateSeries, exp.Unnest)
 _HOW = "public SQL may query, create, change and drop tables and views (see SECURITY.md)"
@@ -127,4 +137,4 @@ def _check_table(table: exp.Table, protected: dict[str, str]) -> None:
         )
 
 
-__all__ = ["ALLOWED", "ProtectedNames", "TABLE_FUNCTIONS", "check_public"]
+__all__ = ["ALLOWED", "ProtectedNames", "SANDBOX_CONFIG", "TABLE_FUNCTIONS", "check_public"]

@@ -39,6 +39,7 @@ from mechanisms.measurement import GAUSSIAN
 from mechanisms.mst import mst
 
 MECHANISMS = ("aim", "mst")
+MAX_ROWS = 100_000_000  # the most synthetic rows one release writes
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,10 @@ def synthesize(
         raise ProgrammingError(f"unknown mechanism {mechanism!r}: use one of {', '.join(MECHANISMS)}")
     if (epsilon is None) == (rho is None):
         raise ProgrammingError("give exactly one of epsilon and rho")
-    if rows is not None and rows < 0:
-        raise ProgrammingError("rows must be non-negative")
+    if rows is not None and not 0 <= rows <= MAX_ROWS:
+        raise ProgrammingError(f"rows must be from 0 to {MAX_ROWS:,}")
+    if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+        raise ProgrammingError(f"degree must be a positive whole number, got {degree!r}")
     budget = session.share(epsilon, rho)
     out = connection.output_files.check(out_path, overwrite)
     domain = protected.domain

@@ -25,19 +25,13 @@ from sqlglot import exp
 
 from dpsql.catalog import quote_identifier
 from dpsql.errors import Error, IntegrityError, NotSupportedError, OperationalError, ProgrammingError
-from dpsql.public_sql import check_public
+from dpsql.public_sql import SANDBOX_CONFIG, check_public
 from dpsql.result import Result
 
-# Applied when the workspace starts; `lock_configuration` (last) freezes them.
-WORKSPACE_CONFIG = {
-    "enable_external_access": False,  # no files, no ATTACH, no extension downloads
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "allow_community_extensions": False,
-    "python_enable_replacements": False,  # no scans of Python objects by variable name
-    "lock_configuration": True,
-}
 _MAX_VIEW_DEPTH = 16
+# Settings a workspace starts with unless the owner's profile says otherwise ([workspace]): DuckDB's own
+# default memory limit is 80% of the machine, for each analyst's connection.
+WORKSPACE_DEFAULTS = {"memory_limit": "1GB"}
 
 
 @dataclass(frozen=True)
@@ -93,7 +87,7 @@ class Workspace:
         self.data = data
         self.protected = protected
         try:
-            self.con = duckdb.connect(":memory:", config={**(settings or {}), **WORKSPACE_CONFIG})
+            self.con = duckdb.connect(":memory:", config={**WORKSPACE_DEFAULTS, **(settings or {}), **SANDBOX_CONFIG})
         except duckdb.Error as e:
             raise OperationalError(f"cannot start the workspace with the profile's settings: {e}") from None
         self._copies = itertools.count()
@@ -172,7 +166,7 @@ class Workspace:
         local = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         wanted = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier) and not t.catalog
                   and t is not created and not (created is not None and t in created.find_all(exp.Table))
-                  and t.name.lower() not in local]
+                  and t.name.lower() not in local and t.name.lower() not in self.protected]
         if not wanted:
             return
         available = self.data.objects()
@@ -219,4 +213,4 @@ def duckdb_error(e: Exception) -> Error:
     return OperationalError(message)
 
 
-__all__ = ["DataTables", "Workspace", "WORKSPACE_CONFIG"]
+__all__ = ["DataTables", "Workspace"]

@@ -351,22 +351,42 @@ class Sum(Matrix):
         return Sum([t.transpose() for t in self.terms])
 
     def column_norms(self, p: int):
-        """Exact for p=2 on Kronecker terms (pairwise column inner products), and for small
-        matrices; otherwise the triangle-inequality upper bound (safe for sensitivity)."""
+        """Upper bounds on the column Lp norms (to the power p), tight up to rounding.
+
+        Terms may cancel, and a query's coefficients are the analyst's: a cancelling sum
+        computed in floating point can lose the true norm entirely. Each exact form here
+        therefore adds a certified margin for its rounding, relative to the norms the
+        terms would have without cancelling (B_j = Σ_t |c_t| ‖column j of term t‖):
+        tiny when nothing cancels, as large as needed when something does.
+        For p=2 on aligned Kronecker terms: pairwise column inner products; for small
+        matrices: the dense sum; otherwise the triangle-inequality bound.
+        """
+        m = xp()
+        eps = float(m.finfo(float).eps)
         kron = [_as_weighted_kronecker(t) for t in self.terms]
         aligned = all(k is not None for k in kron) and len(
             {tuple(f.shape for f in k[1]) for k in kron}
         ) == 1
         if p == 2 and aligned:
-            total = 0
+            total, bound = 0, 0
             for c1, f1 in kron:
+                norms = reduce(m.kron, [(f.dense() ** 2).sum(axis=0) for f in f1], m.ones(1))
+                bound = bound + abs(c1) * m.sqrt(norms)
                 for c2, f2 in kron:
                     cols = [(a.dense() * b.dense()).sum(axis=0) for a, b in zip(f1, f2)]
-                    total = total + c1 * c2 * reduce(xp().kron, cols, xp().ones(1))
-            return xp().maximum(total, 0.0)
+                    total = total + c1 * c2 * reduce(m.kron, cols, m.ones(1))
+            rows = max((f.shape[0] for _, fs in kron for f in fs), default=1)
+            margin = 2 * (len(kron) ** 2 + len(kron[0][1]) + rows) * eps * bound**2
+            return m.maximum(total, 0.0) + margin
         if self.shape[0] * self.shape[1] <= 10_000_000:
-            return (xp().abs(self.dense()) ** p).sum(axis=0)
-        return reduce(lambda a, b: a + b, (t.column_norms(p) ** (1.0 / p) for t in self.terms)) ** p
+            dense = m.abs(self.dense())
+            scale = reduce(lambda a, b: a + b, (m.abs(t.dense()) for t in self.terms))
+            slack = 2 * len(self.terms) * eps * scale  # the rounding of each entry of the sum
+            if p == 1:
+                return (dense + slack).sum(axis=0)
+            return (m.sqrt((dense**2).sum(axis=0)) + m.sqrt((slack**2).sum(axis=0))) ** 2
+        bound = reduce(lambda a, b: a + b, (t.column_norms(p) ** (1.0 / p) for t in self.terms))
+        return (bound * (1 + 4 * len(self.terms) * eps)) ** p
 
 
 class VStack(Matrix):

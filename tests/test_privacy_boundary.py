@@ -157,7 +157,8 @@ def _shell(files) -> Shell:
     return Shell(c, out=io.StringIO(), err=io.StringIO())
 
 
-@pytest.mark.parametrize("target", ["state", "data.duckdb", "catalog.toml", "state.lock", "data.duckdb.wal"])
+@pytest.mark.parametrize("target", ["state", "data.duckdb", "catalog.toml", "state.lock", "data.duckdb.wal",
+                                    "state.wal.checkpoint", "data.duckdb.wal.recovery"])
 def test_shell_output_cannot_touch_the_data_the_ledger_or_the_catalog(files, target):
     shell = _shell(files)
     shell.conn.execute(QUERY)  # a charge to lose
@@ -286,3 +287,82 @@ def test_extreme_budgets_at_connect_open_or_fail_cleanly(files, kwargs):
         dpsql.connect(str(database), catalog=str(catalog), state=str(state), **kwargs).close()
     except dpsql.Error:
         pass
+
+
+# --- noise calibrated to the true sensitivity, whatever the coefficients ----------------------------
+
+ZIP_CATALOG = '[tables.people.columns]\nzip = { type = "integer", min = 0, max = 49 }\n'
+
+
+def _exact_l2_sensitivity(block, domain) -> float:
+    """The block's largest column L2 norm in exact rationals, with each coefficient and entry read as
+    its printed decimal, as the exact answer reads them."""
+    from fractions import Fraction
+
+    clique = block.attributes(domain)
+    columns: dict[tuple, Fraction] = {}
+    for term in block.terms:
+        matrix = [[Fraction(1)]]
+        for attribute in clique:
+            f = block.term_factors(term, domain, (attribute,))[0].dense()
+            factor = [[Fraction(repr(float(x))) for x in row] for row in f]
+            matrix = [[a * b for a in r1 for b in r2] for r1 in matrix for r2 in factor]
+        coef = Fraction(repr(float(term.coef)))
+        for i, row in enumerate(matrix):
+            for j, x in enumerate(row):
+                columns[i, j] = columns.get((i, j), Fraction(0)) + coef * x
+    norms: dict[int, Fraction] = {}
+    for (i, j), x in columns.items():
+        norms[j] = norms.get(j, Fraction(0)) + x * x
+    return float(max(norms.values())) ** 0.5
+
+
+def _cancelling(c: str, secret: str = "10000") -> str:
+    return (f"SELECT SUM(CASE WHEN zip >= 7 THEN {c} ELSE 0 END - CASE WHEN zip >= 8 THEN {c} ELSE 0 END "
+            f"+ CASE WHEN zip = 7 THEN {secret} - {c} ELSE 0 END + CASE WHEN zip = 1 THEN 1 ELSE 0 END) FROM people")
+
+
+def test_huge_cancelling_coefficients_are_refused():
+    """The red team's query: terms of 6e15 that cancel to a per-row effect of 10000 once passed with a
+    computed sensitivity of 1 (noise std 11), so one ε=0.5 answer told whether a row existed."""
+    from dpsql.compiler import compile_query
+
+    catalog = dpsql.Catalog.load(ZIP_CATALOG)
+    with pytest.raises(dpsql.ProgrammingError, match="rescale"):
+        compile_query(_cancelling("6060831286450125"), catalog)
+
+
+@pytest.mark.parametrize("c", ["999999999999999", "606083128645012.5", "123456789012345.6", "1e15", "77777777.77",
+                               "3", "0.1"])
+def test_cancelling_terms_never_lower_the_sensitivity(c):
+    from dpsql.compiler import compile_query
+
+    catalog = dpsql.Catalog.load(ZIP_CATALOG)
+    block = compile_query(_cancelling(c), catalog).blocks[0]
+    domain = catalog.get("people").domain
+    assert block.sensitivity(domain, 2) >= _exact_l2_sensitivity(block, domain)
+    assert block.sensitivity(domain, 1) >= _exact_l2_sensitivity(block, domain)  # L1 ≥ L2
+
+
+def test_random_cancellations_never_lower_the_sensitivity():
+    """The red team found working constants by random search in seconds; none may work now."""
+    import random
+
+    from dpsql.compiler import compile_query
+
+    catalog = dpsql.Catalog.load(ZIP_CATALOG)
+    domain = catalog.get("people").domain
+    rng = random.Random(7)
+    for _ in range(150):
+        c = repr(rng.uniform(1, 1e15) if rng.random() < 0.5 else float(rng.randrange(1, 10**15)))
+        block = compile_query(_cancelling(c, repr(float(rng.randrange(1, 10**6)))), catalog).blocks[0]
+        assert block.sensitivity(domain, 2) >= _exact_l2_sensitivity(block, domain), c
+
+
+def test_an_ordinary_query_keeps_its_exact_sensitivity():
+    """The margin is rounding-sized when nothing cancels: an OR of ranges still has sensitivity 1."""
+    from dpsql.compiler import compile_query
+
+    catalog = dpsql.Catalog.load(ZIP_CATALOG)
+    block = compile_query("SELECT COUNT(*) FROM people WHERE zip < 10 OR zip > 40 OR zip = 20", catalog).blocks[0]
+    assert block.sensitivity(catalog.get("people").domain, 2) == pytest.approx(1.0, rel=1e-12)

@@ -11,6 +11,7 @@ import pytest
 import dpsql
 from dpsql.ledger import Ledger
 from dpsql.shell import Shell
+from dpsql.synth import synthesize
 
 CATALOG = """
 [tables.people.columns]
@@ -121,13 +122,31 @@ def test_the_data_is_read_only_and_the_workspace_limited(profile):
 def test_shell_output_stays_in_the_profiles_directory(profile):
     conn = dpsql.connect(profile=profile, analyst="bob")
     shell = Shell(conn, out=io.StringIO(), err=io.StringIO())
-    for target in (profile, profile.parent / "elsewhere.txt", profile.parent / "ledger.state"):
+    conn.execute("SELECT COUNT(*) FROM people")  # the log file exists
+    for target in (profile, profile.parent / "elsewhere.txt", profile.parent / "ledger.state",
+                   profile.parent / "owner.log", profile.parent / "exports" / ".." / "owner.log",
+                   profile.parent / "exports" / ".." / "site.pth"):
         assert not shell.handle(f".output --overwrite {target}")
     assert shell.handle(f".output {profile.parent / 'exports' / 'answers.csv'}")
     shell.handle("SELECT COUNT(*) FROM zips;")
     shell.close()
     assert "count_star()" in (profile.parent / "exports" / "answers.csv").read_text()
     assert profile.read_text() == PROFILE
+
+
+def test_without_an_output_directory_analysts_write_no_files(profile):
+    """Anywhere the service's account can write (its code, its keys) is not the analyst's: a profile
+    without output_dir lets no file be written."""
+    profile.write_text(PROFILE.replace('output_dir = "exports"\n', ""))
+    conn = dpsql.connect(profile=profile, analyst="bob")
+    shell = Shell(conn, out=io.StringIO(), err=io.StringIO())
+    for command in (f".output {profile.parent / 'exports' / 'x.csv'}", f".once {profile.parent / 'evil.pth'}"):
+        assert not shell.handle(command)
+    assert "no output_dir" in shell.err.getvalue()
+    with pytest.raises(dpsql.ProgrammingError, match="no output_dir"):
+        synthesize(conn, "people", 0.1, profile.parent / "exports" / "s.parquet", mechanism="mst")
+    shell.close()
+    assert list((profile.parent / "exports").iterdir()) == [] and not (profile.parent / "evil.pth").exists()
 
 
 def test_a_failed_scan_is_logged_for_the_owner_only(profile):
