@@ -10,6 +10,7 @@ for any real use and narrow enough that every conversion and plan stays finite.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dpsql.errors import ProgrammingError
@@ -20,6 +21,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "rho": (1e-18, 1e12),
     "max_rmse": (1e-9, 1e15),
     "weight": (1e-6, 1e6),
+    "planning_seconds": (1e-3, 86400.0),
 }
 
 
@@ -46,4 +48,27 @@ def checked(name: str, value: Any, what: str | None = None) -> float:
     return value
 
 
-__all__ = ["RANGES", "checked"]
+@dataclass(frozen=True)
+class Sizing:
+    """How a statement's new measurements are sized.
+
+    `budget` (ρ, or ε for pure-DP ledgers) to spend, or instead `max_rmse`, the least budget
+    giving every query that RMSE; `objective` the planner's ("total" or "max"). With
+    `measure_unmeasured`, the statement asked for its own budget or accuracy (a workload
+    WITH (...), SET dpsql.max_rmse): blocks that least squares does not determine are
+    measured, not answered from a generative model, whose error is not bounded.
+    """
+
+    budget: float | None
+    objective: str
+    max_rmse: float | None = None
+    measure_unmeasured: bool = False
+
+    def with_budget(self, budget: float) -> "Sizing":
+        return replace(self, budget=budget, max_rmse=None, measure_unmeasured=True)
+
+    def with_accuracy(self, max_rmse: float) -> "Sizing":
+        return replace(self, budget=None, max_rmse=max_rmse, measure_unmeasured=True)
+
+
+__all__ = ["RANGES", "Sizing", "checked"]

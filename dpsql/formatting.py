@@ -18,6 +18,7 @@ from typing import Any
 from prompt_toolkit.utils import get_cwidth
 
 from dpsql.result import Result
+from mechanisms.answering import LEAST_SQUARES
 
 MODES = ("table", "csv", "json", "markdown")
 LEVEL = 0.95
@@ -26,7 +27,9 @@ _MAX_DECIMALS = 6
 
 
 def dp_columns(result: Result) -> list[bool]:
-    """Per column: does it hold DP aggregates (with a standard error)?"""
+    """Per column: does it hold DP aggregates (with a standard error, or one no model can state)?"""
+    if result.dp:
+        return list(result.dp)
     flags = [False] * len(result.columns)
     for errs in result.stderr:
         for j, e in enumerate(errs):
@@ -68,13 +71,16 @@ def _estimate_cells(values: list[Any], halves: list[float | None]) -> list[str]:
     decimals = _decimals_for(min(positive)) if positive else 0
     shown = []
     for v, h in zip(values, halves):
-        if v is None or h is None or (isinstance(v, float) and math.isnan(v)):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
             shown.append(None)
+        elif h is None:  # a value no model can state an error for: shown without ±
+            shown.append((format_value(v, approximate=True), ""))
         else:
             shown.append((f"{v:.{decimals}f}", f"{h:.{decimals}f}"))
     vw = max((len(s[0]) for s in shown if s), default=0)
     hw = max((len(s[1]) for s in shown if s), default=0)
-    return ["NULL" if s is None else f"{s[0]:>{vw}} ± {s[1]:>{hw}}" for s in shown]
+    return ["NULL" if s is None else f"{s[0]:>{vw}} ± {s[1]:>{hw}}" if s[1] else f"{s[0]:>{vw}}" + " " * (hw + 3)
+            for s in shown]
 
 
 def _cells(result: Result, rows: list[tuple]) -> tuple[list[list[str]], list[bool]]:
@@ -193,4 +199,8 @@ def footer(result: Result, with_charge: bool = True) -> str:
         return "\n".join(charge)
     n = len(result.rows)
     note = f", value ± {LEVEL:.0%} confidence half-width" if any(dp_columns(result)) else ""
+    models = [m for m in result.answered_by if m != LEAST_SQUARES]
+    if models:
+        note += (f"; answered by the {' and the '.join(models)}: no ± where it answers (its error on what was "
+                 "never measured is not bounded)")
     return "\n".join([f"({n} row{'' if n == 1 else 's'}{note})"] + charge)

@@ -10,6 +10,7 @@ values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from statistics import NormalDist
 from typing import Any
 
@@ -19,6 +20,7 @@ from sqlglot import exp
 
 from dpsql.compiler import RESULT_RELATION, ROW_ORDER, CompiledQuery
 from dpsql.errors import ProgrammingError
+from dpsql.public_sql import SANDBOX_CONFIG
 from mechanisms.answering import AnsweringModel
 
 
@@ -38,6 +40,8 @@ class Result:
     plan: str | None = None
     kind: str = "dp"  # "dp", "public", "explain" or "status"
     types: list[str] = field(default_factory=list)
+    answered_by: list[str] = field(default_factory=list)  # the models the DP values come from
+    dp: list[bool] = field(default_factory=list)  # per column: DP values (with or without a standard error)
 
     def ci(self, level: float = 0.95) -> list[tuple]:
         """Normal-approximation confidence intervals (lo, hi) per DP value, None elsewhere."""
@@ -53,6 +57,11 @@ class Result:
                 )
             )
         return out
+
+
+def answered_by(query: CompiledQuery, model: AnsweringModel) -> list[str]:
+    """Which models answer the query's aggregates (least squares, a graphical model, relaxed data)."""
+    return list(dict.fromkeys(model.source_name(b) for agg in query.aggregates for b in agg.blocks if b.terms))
 
 
 def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -104,7 +113,7 @@ def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]])
         if k is not None
     ]
     template.set("expressions", list(template.expressions) + extra)
-    con = duckdb.connect()
+    con = _evaluator().cursor()
     try:
         con.register(RESULT_RELATION, relation)
         cursor = con.execute(template.sql(dialect="duckdb"))
@@ -120,7 +129,15 @@ def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]])
         rows.append(tuple(r[:width]))
         errs = iter(r[width:])
         stderr.append(tuple(next(errs) if k is not None else None for k in query.output_aggregate))
-    return Result(list(query.output_names), rows, stderr, types=types)
+    return Result(list(query.output_names), rows, stderr, types=types,
+                  dp=[k is not None for k in query.output_aggregate])
+
+
+@cache
+def _evaluator() -> duckdb.DuckDBPyConnection:
+    """The database where outer expressions run over noisy answers: one per process (each
+    evaluation on a cursor of its own), locked like the workspace (`SANDBOX_CONFIG`)."""
+    return duckdb.connect(":memory:", config=SANDBOX_CONFIG)
 
 
 def _with_nulls(values: np.ndarray):

@@ -11,21 +11,21 @@ Any error raised before the charge spends nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from sqlglot import exp
 
 from dpsql.backend import Backend, DuckDBBackend
-from dpsql.budget import checked
+from dpsql.budget import Sizing, checked
 from dpsql.catalog import Catalog, Table
 from dpsql.compiler import CompiledQuery, compile_tree, parse_statement
-from dpsql.errors import BudgetExceededError, Error, NotSupportedError, ProgrammingError
+from dpsql.errors import BudgetExceededError, Error, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.ledger import Entry, Ledger
 from dpsql.lookups import PublicTables
 from dpsql.public_sql import ProtectedNames
-from dpsql.result import Result, aggregate_answers, assemble
+from dpsql.result import Result, aggregate_answers, answered_by, assemble
 from dpsql.scan_speed import duckdb_scan_speed
 from dpsql.workspace import Workspace
 from dpsql.statements import (
@@ -45,6 +45,7 @@ from mechanisms.noise import RandomSource
 from mechanisms.pgm import GraphicalModel
 from mechanisms.reconstruction import Estimator, LeastSquaresModel
 from mechanisms.workload import Block, Term, Workload
+from planner.deadline import Deadline, PlanningCancelled
 from planner.families import split
 from planner.adaptive import AIM
 from planner.plan import Plan
@@ -55,6 +56,8 @@ from planner.timing import ScanSpeed
 from planner.timing import predict as predict_time
 
 DEFAULT_QUERY_EPSILON = 0.1
+# The default planning time budget (CPU seconds of the planning thread): a base and a share per query.
+PLANNING_SECONDS, PLANNING_SECONDS_PER_QUERY = 1.0, 0.1
 
 
 @dataclass(frozen=True)
@@ -130,9 +133,13 @@ class Session:
         self.max_rmse: float | None = None
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
+        self._compiled: dict[tuple[str, str, float], CompiledQuery] = {}  # within one `execute`
         self.protected = ProtectedNames(self.catalog, self.dialect)
         # Called right before a statement charges; raising there cancels it with nothing spent.
         self.before_charge: Callable[[], None] | None = None
+        # Asked while planning: True stops planning at once (e.g. Ctrl-C in the shell).
+        self.cancelled: Callable[[], bool] | None = None
+        self.planning_seconds: float | None = None  # None: by the workload's size (`_deadline`); 0: no limit
         # Shown progress of long releases (AIM, RAP): called with (fraction done, message).
         self.progress: Callable[[float, str], None] | None = None
 
@@ -164,14 +171,15 @@ class Session:
             self.query_share = self.share(None, value)
         elif name == "max_rmse":
             self.max_rmse = checked("max_rmse", value, "dpsql.max_rmse") if value else None
+        elif name == "planning_seconds":
+            self.planning_seconds = checked("planning_seconds", value, "dpsql.planning_seconds") if value else 0.0
         else:
             self.objective = str(value)
 
-    def _sizing(self) -> dict[str, Any]:
+    def _sizing(self) -> Sizing:
         """How a statement's new measurements are sized: the query share, or an accuracy target."""
-        if self.max_rmse is not None:
-            return {"budget": None, "objective": self.objective, "max_rmse": self.max_rmse}
-        return {"budget": self.query_share, "objective": self.objective, "max_rmse": None}
+        sizing = Sizing(self.query_share, self.objective)
+        return sizing.with_accuracy(self.max_rmse) if self.max_rmse is not None else sizing
 
     # --- statements ------------------------------------------------------------------
     def execute(self, script: str, params: Sequence[Any] | dict | None = None) -> list[Result]:
@@ -184,25 +192,36 @@ class Session:
             raise ProgrammingError("empty statement")
         if params and len(statements) > 1:
             raise ProgrammingError("parameters can only be bound to a single statement")
-        if len(statements) > 1:
-            self._validate(statements)
         results: list[Result] = []
         try:
+            if len(statements) > 1:
+                self._validate(statements)
             for st in statements:
                 results.extend(self._statement(st, params))
         except Error as e:  # what earlier statements released (and paid for) stays available
             e.partial_results = results
             raise
+        finally:
+            self._compiled.clear()
         return results
 
     def _validate(self, statements: list) -> None:
         """Compile every DP statement of a script (and guard public ones) before running any,
-        so that a bad statement late in a script cannot follow charged ones."""
+        so that a bad statement late in a script cannot follow charged ones; the compiled
+        queries are kept for the run (`_compiled`), so each statement is compiled once."""
+        queued = None if self._workload is None else len(self._pending)
         for st in statements:
-            if isinstance(st, (Explain, Sql)):
+            if isinstance(st, BeginWorkload):
+                queued = 0
+            elif isinstance(st, EndWorkload):
+                queued = None
+            elif isinstance(st, (Explain, Sql)):
                 sql, weight = take_weight(st.sql)
                 if self.protected.reference(sql) is None:
                     self.workspace.check(sql)
+                elif queued is not None and isinstance(st, Sql):
+                    queued += 1
+                    self._compile(sql, label=f"q{queued}", weight=weight)
                 else:
                     self._prepare(sql, None, weight)
 
@@ -236,7 +255,7 @@ class Session:
         if self.protected.reference(sql) is None:
             return self._public(sql, params)
         compiled = self._prepare(sql, params, weight)
-        return self._execute([compiled], sql, **self._sizing())[0]
+        return self._execute([compiled], sql, self._sizing())[0]
 
     def _prepare(self, sql: str, params, weight: float, label: str = "") -> CompiledQuery:
         """A statement that mentions a protected table, compiled as a DP query (or refused)."""
@@ -253,6 +272,9 @@ class Session:
         """Compile a DP query (its blocks' weights multiplied by `weight`), then evaluate the
         outer template once on zeros: errors there (HAVING, ORDER BY, LIMIT on noisy values)
         must surface before anything is charged."""
+        key = (sql, label, weight)
+        if not params and key in self._compiled:
+            return self._compiled[key]
         tree = _substitute(parse_statement(sql, self.dialect), params)
         lookups = PublicTables(self.workspace.prepare(tree), self.protected.names)
         try:
@@ -263,6 +285,8 @@ class Session:
             b.weight *= weight
         zeros = np.zeros(compiled.rows)
         assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
+        if not params:
+            self._compiled[key] = compiled
         return compiled
 
     def _public(self, sql: str, params) -> Result:
@@ -309,12 +333,13 @@ class Session:
         marginals = [m for m in self.model(table).measurements if m.is_marginal and m.clique]
         return [GraphicalModel.fit(table.domain, marginals)] if marginals else []
 
-    def _uncovered(self, queries: list[CompiledQuery]) -> dict[str, tuple[Table, list, list]]:
-        """Per table: (table, blocks that need measurements, blocks answered free)."""
+    def _uncovered(self, queries: list[CompiledQuery], exact: bool = False) -> dict[str, tuple[Table, list, list]]:
+        """Per table: (table, blocks that need measurements, blocks answered free); with `exact`, only
+        blocks least squares determines are free (a generative model does not answer them)."""
         out: dict[str, tuple[Table, dict[str, Any], list]] = {}
         for q in queries:
             table = q.table
-            model = self.answering(table)
+            model = self.model(table) if exact else self.answering(table)
             _, needed, free = out.setdefault(table.name, (table, {}, []))
             for b in q.blocks:
                 if model.covers(b):
@@ -341,23 +366,26 @@ class Session:
         model = self.answering(table)
         return max(float(model.answer(total)[0][0]), 1.0) if model.covers(total) else None
 
-    def _plan(
-        self,
-        queries: list[CompiledQuery],
-        budget: float | None,
-        objective: str = TOTAL_SQUARED,
-        max_rmse: float | None = None,
-    ) -> dict[str, tuple[Table, Plan]]:
+    def _plan(self, queries: list[CompiledQuery], sizing: Sizing) -> dict[str, tuple[Table, Plan]]:
         """Plan the not-yet-determined blocks of each table.
 
-        With a `budget`, it is split across tables optimally; with `max_rmse`
+        With a budget, it is split across tables optimally; with `max_rmse`
         instead, each table gets the least budget meeting the target.
         """
-        pending = self._uncovered(queries)
+        try:
+            return self._plan_within(self._deadline(len(queries)), queries, sizing)
+        except PlanningCancelled:
+            raise OperationalError("planning was cancelled; nothing was charged") from None
+
+    def _plan_within(self, deadline: Deadline, queries: list[CompiledQuery], sizing: Sizing):
+        budget, objective, max_rmse = sizing.budget, sizing.objective, sizing.max_rmse
+        pending = self._uncovered(queries, sizing.measure_unmeasured)
         needing = {name: (t, bs) for name, (t, bs, _) in pending.items() if bs}
         shares: dict[str, float] = {}
-        if needing and max_rmse is None:
-            unit = [self._unit_error(t, bs, objective) for t, bs in needing.values()]
+        if len(needing) == 1 and max_rmse is None:
+            shares[next(iter(needing))] = budget
+        elif needing and max_rmse is None:
+            unit = [self._unit_error(t, bs, objective, deadline) for t, bs in needing.values()]
             for name, fraction in zip(needing, split(unit, self.noise)):
                 shares[name] = budget * fraction
         plans = {}
@@ -369,7 +397,8 @@ class Session:
             elif max_rmse is not None:
                 try:
                     _, plan = budget_for_accuracy(
-                        workload, max_rmse, self.noise, self.delta, self._existing(table), table.contribution
+                        workload, max_rmse, self.noise, self.delta, self._existing(table), table.contribution,
+                        deadline,
                     )
                 except ArithmeticError as e:
                     raise BudgetExceededError(f"an RMSE of at most {max_rmse:g} is out of reach ({e}); ask for a "
@@ -377,13 +406,14 @@ class Session:
             else:
                 plan = plan_workload(
                     workload, shares[name], self.noise, self.delta, self._existing(table), objective,
-                    rows=rows, contribution=table.contribution,
+                    rows=rows, contribution=table.contribution, deadline=deadline,
                 )
             if blocks:
                 plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
             model = self.answering(table)
             for b in free:
                 plan.expected_rmse[b.name] = float(np.sqrt(np.mean(model.variance(b))))
+                plan.free_source[b.name] = model.source_name(b)
             plan.free = [b.name for b in free]
             plans[name] = (table, plan)
         return plans
@@ -392,13 +422,22 @@ class Session:
         """The backend's marginal-scan speed, measured on synthetic data (None: not known for this engine)."""
         return duckdb_scan_speed() if isinstance(self.backend, DuckDBBackend) else None
 
-    def _unit_error(self, table: Table, blocks, objective: str) -> float:
+    def _deadline(self, queries: int) -> Deadline:
+        """This statement's planning time budget: `dpsql.planning_seconds`, or by default
+        `PLANNING_SECONDS` plus `PLANNING_SECONDS_PER_QUERY` per query; Ctrl-C stops it too."""
+        seconds = self.planning_seconds
+        if seconds is None:
+            seconds = PLANNING_SECONDS + PLANNING_SECONDS_PER_QUERY * queries
+        return Deadline(seconds or None, self.cancelled)
+
+    def _unit_error(self, table: Table, blocks, objective: str, deadline: Deadline) -> float:
         plan = plan_workload(
-            Workload(table.domain, blocks), 1.0, self.noise, self.delta, (), objective, contribution=table.contribution
+            Workload(table.domain, blocks), 1.0, self.noise, self.delta, (), objective, contribution=table.contribution,
+            deadline=deadline,
         )
         return sum(b.weight * b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
 
-    def _execute(self, queries: list[CompiledQuery], statement: str, **sizing) -> list[Result]:
+    def _execute(self, queries: list[CompiledQuery], statement: str, sizing: Sizing) -> list[Result]:
         """Plan, measure, answer, and only then charge: one result per query.
 
         New measurements are released into models apart from the session's; every answer
@@ -407,10 +446,10 @@ class Session:
         measurements would not determine, a model fit, assembly) spends nothing, and a
         charge is recorded only for answers already in hand.
         """
-        plans = self._plan(queries, **sizing)
+        plans = self._plan(queries, sizing)
         total = sum(plan.cost for _, plan in plans.values())
         if total > 0:
-            self._check_affordable(total, sizing.get("max_rmse"))
+            self._check_affordable(total, sizing.max_rmse)
         released = {}
         for name, (table, plan) in plans.items():
             if plan.adaptive is not None:
@@ -429,6 +468,7 @@ class Session:
             model = models.get(q.table.name) or self.answering(q.table)
             result = assemble(q, aggregate_answers(q, model))
             result.plan = text
+            result.answered_by = answered_by(q, model)
             results.append(result)
         if released:
             if self.before_charge is not None:
@@ -507,16 +547,16 @@ class Session:
         spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
         return f"{spent}; remaining {remaining}"
 
-    def _workload_sizing(self, begin: BeginWorkload) -> dict[str, Any]:
+    def _workload_sizing(self, begin: BeginWorkload) -> Sizing:
         sizing = self._sizing()
         if begin.epsilon or begin.rho:
-            sizing.update(budget=self.share(begin.epsilon, begin.rho, None), max_rmse=None)
+            sizing = sizing.with_budget(self.share(begin.epsilon, begin.rho, None))
         if begin.delta is not None and begin.epsilon is not None and self.noise == GAUSSIAN:
-            sizing["budget"] = epsilon_delta_to_zcdp(begin.epsilon, begin.delta)
+            sizing = sizing.with_budget(epsilon_delta_to_zcdp(begin.epsilon, begin.delta))
         if begin.max_rmse is not None:
-            sizing.update(budget=None, max_rmse=begin.max_rmse)
+            sizing = sizing.with_accuracy(begin.max_rmse)
         if begin.objective is not None:
-            sizing["objective"] = begin.objective
+            sizing = replace(sizing, objective=begin.objective)
         return sizing
 
     def run_workload(
@@ -541,9 +581,9 @@ class Session:
             compiled.append(self._compile(sql, label=f"q{i}", weight=weight))
         sizing = self._workload_sizing(begin)
         if begin.explain:
-            return [self._explain_result(self._plan(compiled, **sizing))]
+            return [self._explain_result(self._plan(compiled, sizing))]
         statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
-        return self._execute(compiled, statement, **sizing)
+        return self._execute(compiled, statement, sizing)
 
     def explain(self, sql: str) -> Result:
         """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
@@ -551,7 +591,7 @@ class Session:
         if self.protected.reference(sql) is None:
             return self.workspace.run(sql, explain=True)
         compiled = self._compile(sql, weight=weight)
-        return self._explain_result(self._plan([compiled], **self._sizing()))
+        return self._explain_result(self._plan([compiled], self._sizing()))
 
     def chart(self, script: str, path: str) -> str:
         """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""
@@ -561,13 +601,13 @@ class Session:
             sizing = self._workload_sizing(statements[0])
         queries = [take_weight(st.sql) for st in statements if not isinstance(st, (BeginWorkload, EndWorkload))]
         compiled = [self._compile(sql, label=f"q{i}", weight=w) for i, (sql, w) in enumerate(queries, start=1)]
-        plans = self._plan(compiled, **sizing)
-        pending = self._uncovered(compiled)
+        plans = self._plan(compiled, sizing)
+        pending = self._uncovered(compiled, sizing.measure_unmeasured)
         for name, (table, plan) in plans.items():
             blocks = pending[name][1]
             if blocks:
                 curves = error_curves(Workload(table.domain, blocks), plan.cost, self.noise, self.delta,
-                                      self._existing(table), sizing["objective"], contribution=table.contribution)
+                                      self._existing(table), sizing.objective, contribution=table.contribution)
                 unit = "ρ" if self.noise == GAUSSIAN else "ε"
                 return str(draw_chart(curves, plan.cost, unit, path))
         raise ProgrammingError("nothing to chart: every query is answered from earlier measurements")

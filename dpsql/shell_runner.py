@@ -86,6 +86,7 @@ class StatementRunner:
                 done.set()
 
         self.conn.session.before_charge = token.before_charge
+        self.conn.session.cancelled = lambda: token.cancelled
         self.conn.session.progress = self._report
         self._stage = None
         started = time.monotonic()
@@ -95,6 +96,7 @@ class StatementRunner:
         finally:
             self._clear_progress()
             self.conn.session.before_charge = None
+            self.conn.session.cancelled = None
             self.conn.session.progress = None
         if "error" in outcome:
             if token.cancelled:

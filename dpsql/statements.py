@@ -10,7 +10,7 @@ Besides SQL, a script may contain:
 - ``EXPLAIN <query>`` and ``EXPLAIN BEGIN WORKLOAD ...`` — show the plan, spend nothing;
 - ``SET dpsql.<setting> = value`` — ``query_epsilon`` / ``query_rho`` (what a new
   query spends), ``max_rmse`` (size new queries by accuracy instead; 0 turns it
-  off) and ``objective``;
+  off), ``objective``, and ``planning_seconds`` (the planning time budget; 0: none);
 - a hint ``/*+ WEIGHT(w) */`` in a query gives its errors weight w in the plan.
 """
 
@@ -106,7 +106,7 @@ _WITH = re.compile(r"^WITH\s*\((.*)\)\s*$", re.I | re.S)
 _END = re.compile(r"^END\s+WORKLOAD\s*$", re.I)
 _SET = re.compile(r"^SET\s+(?:SESSION\s+)?dpsql\.(\w+)\s*(?:=|TO)\s*(.+?)\s*$", re.I | re.S)
 _EXPLAIN = re.compile(r"^EXPLAIN\s+(.*)$", re.I | re.S)
-_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective"}
+_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds"}
 OBJECTIVE_NAMES = ("total", "max")
 _HINT = re.compile(r"/\*\+\s*WEIGHT\s*(?:\(\s*([^)]*?)\s*\)|=\s*(\S+?))\s*\*/", re.I)
 
@@ -128,7 +128,7 @@ def classify(statement: str) -> Statement:
             raise ProgrammingError(f"unknown setting dpsql.{name}; settable: {', '.join(sorted(_OPTIONS))}")
         if name == "objective":
             return SetOption(name, _objective(m.group(2)))
-        if name == "max_rmse" and m.group(2).strip().strip("'").lower() in ("0", "off", "none"):
+        if name in ("max_rmse", "planning_seconds") and m.group(2).strip().strip("'").lower() in ("0", "off", "none"):
             return SetOption(name, 0.0)
         return SetOption(name, checked(name.removeprefix("query_"), m.group(2), f"dpsql.{name}"))
     m = _EXPLAIN.match(text)

@@ -49,6 +49,7 @@ from mechanisms.pgm.estimation import LinearMeasurement
 from mechanisms.pgm.junction_tree import Clique, megabytes, model_sizes
 from mechanisms.pgm.model import GraphicalModel
 from mechanisms.selection import ExactBudget, epsilon_for, exponential_mechanism, l1_distance
+from mechanisms.interruption import checkpoint
 
 MarginalFn = Callable[[Clique], np.ndarray]
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -203,6 +204,7 @@ def aim(
     sizes: dict = {}  # model sizes by graph, shared across rounds
     t = 0
     while budget.remaining > 0:
+        checkpoint()
         t += 1
         if budget.remaining <= 2 * (select_share + measure_share):
             select_share = budget.share((1.0 - alpha) * budget.remaining)

@@ -3,8 +3,10 @@
 Least squares answers every block in the span of the linear measurements, with
 exact variances. Adaptive releases (AIM's graphical model, RAP's relaxed
 synthetic data) answer any other block over their attributes — consistently,
-for free — with their own model-based error estimates. The most recent
-generative model that covers a block answers it.
+for free — but such a block is exactly one the measurements do not determine,
+where the model's error is dominated by its bias, which nothing bounds: those
+answers carry no variance (NaN), so no error bar is claimed for them. The most
+recent generative model that covers a block answers it.
 """
 
 from __future__ import annotations
@@ -42,19 +44,21 @@ class AnsweringModel:
         return self.exact.covers(block) or any(m.covers(block) for m in self.generative)
 
     def answer(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
-        """(estimate, variance) per row."""
+        """(estimate, variance) per row; the variance is NaN where a generative model answers."""
         source = self.source(block)
         if source is self.exact:
             return self.exact.answer(block)
-        return source.estimate(block), source.variance(block)
+        return source.estimate(block), self._unknown(block)
 
     def variance(self, block: Block) -> np.ndarray:
-        return self.source(block).variance(block)
+        source = self.source(block)
+        return self.exact.variance(block) if source is self.exact else self._unknown(block)
 
     def covariance(self, first: Block, second: Block) -> np.ndarray:
-        """Row-wise covariance; blocks answered by different models are treated as uncorrelated
-        (an approximation: a generative model is fitted to some of the same measurements)."""
-        source = self.source(first)
-        if source is not self.source(second):
-            return np.zeros(first.num_rows(self.domain))
-        return source.covariance(first, second)
+        """Row-wise covariance (NaN unless least squares answers both)."""
+        if self.source(first) is not self.exact or self.source(second) is not self.exact:
+            return self._unknown(first)
+        return self.exact.covariance(first, second)
+
+    def _unknown(self, block: Block) -> np.ndarray:
+        return np.full(block.num_rows(self.domain), np.nan)

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from mechanisms.matrices import Dense
+from mechanisms.interruption import checkpoint
 
 # Relative size below which a pivot of W's QR counts as zero (rank detection).
 _RANK_TOLERANCE = 1e-9
@@ -171,6 +172,7 @@ def optimal_factorization(
     iterations, step, previous = 0, FIRST_STEP, 0.0
     steps = int(max(1, min(max_iter, max_work / (2.0 * u.shape[1] * u.shape[0] ** 2 + 1.0))))
     for iterations in range(1, steps + 1):
+        checkpoint()
         f, g, k = _dual_step(u, gram, d)
         if f < previous:
             step = max(1.0, step / 2)

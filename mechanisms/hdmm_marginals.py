@@ -32,6 +32,7 @@ from typing import Sequence
 
 import numpy as np
 from scipy.optimize import Bounds, minimize
+from mechanisms.interruption import checkpoint
 
 __all__ = ["MarginalAlgebra", "MarginalStrategy", "opt_marginals"]
 
@@ -168,6 +169,7 @@ def opt_marginals(
     free = np.flatnonzero(allowed)
 
     def objective(x):
+        checkpoint()
         theta = np.zeros(len(w))
         theta[free] = x
         ku = alg.eigenvalues(theta**2)

@@ -35,6 +35,7 @@ from scipy.optimize import Bounds, minimize, minimize_scalar
 from mechanisms.arrays import to_numpy, xp
 from mechanisms.hdmm_error import explicit_error
 from mechanisms.hdmm_workload import GramOperator
+from mechanisms.interruption import checkpoint
 
 __all__ = [
     "Opt0Result", "p_identity_objective", "p_identity_strategy", "p_identity_exchangeable", "opt0_laplace",
@@ -88,6 +89,7 @@ def p_identity_objective(theta, v, p: int):
     V is an array of the current array module or a `GramOperator` (then the
     p×n×n product becomes p applications of V, e.g. O(pn) for ranges).
     """
+    checkpoint()
     m = xp()
     t = m.asarray(theta).reshape(p, -1)
     s = 1.0 + t.sum(axis=0)
@@ -222,6 +224,7 @@ def opt0_gaussian(
     lam = m.ones(n) if init is None else m.asarray(init, dtype=float)
     best_error, best, iterations = float("inf"), None, 0
     for iterations in range(1, max_iter + 1):
+        checkpoint()
         d = m.sqrt(lam)
         mu, u = m.linalg.eigh(regular * d[:, None] * d[None, :])
         root = m.sqrt(m.clip(mu, eta * float(lam.min()), None))  # DV_ηD ⪰ η·min λ: exact floor

@@ -42,6 +42,7 @@ from mechanisms.range_trees import (
 )
 from mechanisms.wavelet import HaarStrategy
 from mechanisms.workload import Block
+from mechanisms.interruption import checkpoint
 
 # Branching factors tried for padded H_b trees (those below n, plus one tree of height 1);
 # optimized level weights can switch levels off, which fills in the factors between.
@@ -218,6 +219,7 @@ class KernelObjective:
         return float((self.kernel * inverse).sum())
 
     def value_and_gradient(self, strategy: RangeStrategy) -> tuple[float, np.ndarray]:
+        checkpoint()
         n = strategy.tree.n
         inverse = strategy.solver.inverse_gram(np.eye(n))
         value = float((self.kernel * inverse).sum())
@@ -265,6 +267,7 @@ def _descend(
         return w
 
     def objective(theta: np.ndarray) -> float:
+        checkpoint()
         return float(np.log(_score(make(weights(theta)), error, norm)))
 
     def with_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:

@@ -46,6 +46,7 @@ from mechanisms.marginals import Clique, residual_weights
 from mechanisms.matrices import Identity, Kronecker, Matrix, Weighted
 from mechanisms.measurement import Measurement
 from mechanisms.workload import Block
+from mechanisms.interruption import checkpoint
 
 _MAX_VARIANCE_ROUNDS = 500
 _MAX_VARIANCE_GAP = 1e-4
@@ -264,6 +265,7 @@ def max_variance_plan(table: ResidualTable, rho: float = 1.0) -> tuple[ResidualP
     best: tuple[float, np.ndarray] | None = None
     gap = np.inf
     for step in range(_MAX_VARIANCE_ROUNDS):
+        checkpoint()
         weight = per_cell.T @ lam
         ok = weight > 0
         root = np.sqrt(table.cost * np.where(ok, weight, 0.0))
@@ -454,6 +456,7 @@ def marginal_bundle_plan(table: ResidualTable, cliques: Sequence[Clique], gaussi
     kt = kappa.T.tocsr()
 
     def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        checkpoint()
         s = np.maximum(x, 0.0)
         total = s.sum()
         prec = unit * (kappa @ s**power)

@@ -4,9 +4,13 @@ A linear strategy's error is an exact formula; an adaptive mechanism's is not:
 it depends on the data through what it selects. The planner therefore predicts
 it by running the mechanism itself on *domain-shaped synthetic data* (a public,
 seeded mixture of product distributions over the same domain and row count,
-`planner.rap_family.synthetic_records`) — never on the private table — at the
-real budget, measuring the error of its answers to every block against the
-synthetic truth. `SIMULATIONS` seeds are run; the prediction is their mean and
+`planner.rap_family.synthetic_records`) — never on the private table —
+measuring the error of its answers to every block against the synthetic truth.
+The stand-in has at most `STAND_IN_ROWS` rows, whatever the table's size: for N
+rows it has n = min(N, STAND_IN_ROWS), the procedure runs at ρ·(N/n)², which
+gives every count the same noise relative to n as ρ gives relative to N, and
+errors are scaled back by N/n. Memory and time are therefore bounded by the
+stand-in, not the table. `SIMULATIONS` seeds are run; the prediction is their mean and
 its stated uncertainty their relative spread — except that a first run already
 `CLEAR_LOSS` times worse than the best linear plan ends the simulation (a
 simulated AIM run costs seconds to minutes; its loss is clear after one).
@@ -39,6 +43,7 @@ from planner.rap_family import RAP, RAP_MIN_QUERIES, counting_blocks, synthetic_
 
 AIM = "aim"
 SIMULATIONS = 2  # seeds per prediction
+STAND_IN_ROWS = 100_000  # the most rows a simulation's stand-in data has
 CLEAR_LOSS = 1.5  # a first run this many times worse than the alternative ends the simulation
 AIM_MIN_CLIQUES = 4  # fewer marginals: identity marginals and least squares are hard to beat
 
@@ -160,21 +165,23 @@ def _simulate(
     procedure: Procedure, domain: Domain, blocks: list[Block], rho: float, rows: int, alternative: float
 ) -> Prediction:
     totals, per_block, seconds = [], {b.name: 0.0 for b in blocks}, 0.0
+    stand_in = max(1, min(rows, STAND_IN_ROWS))
+    scale = rows / stand_in  # counts of the table per count of the stand-in
     for seed in range(SIMULATIONS):
         if totals and totals[0] > CLEAR_LOSS * alternative:
             break
-        records = synthetic_records(domain, rows, seed)
+        records = synthetic_records(domain, stand_in, seed)
 
         def fetch(cliques: list[Clique]) -> dict[Clique, np.ndarray]:
             return {c: _marginal_of(domain, records, c) for c in cliques}
 
         started = time.perf_counter()
-        release = procedure.run(domain, blocks, rho, fetch, RandomSource(seed), rows, None)
+        release = procedure.run(domain, blocks, rho * scale**2, fetch, RandomSource(seed), stand_in, None)
         seconds += time.perf_counter() - started
         total = 0.0
         for b in blocks:
             truth = b.matrix(domain).matvec(_marginal_of(domain, records, b.attributes(domain)))
-            squared = float(np.sum((release.estimator.estimate(b) - truth) ** 2))
+            squared = float(np.sum((release.estimator.estimate(b) - truth) ** 2)) * scale**2
             per_block[b.name] += squared / b.num_rows(domain)
             total += b.weight * squared
         totals.append(total)

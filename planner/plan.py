@@ -118,6 +118,7 @@ class Plan:
     groups: list[GroupPlan] = field(default_factory=list)
     objective: str = TOTAL_SQUARED
     free: list[str] = field(default_factory=list)  # blocks answered from earlier measurements
+    free_source: dict[str, str] = field(default_factory=dict)  # a free block -> the model answering it
     planning_seconds: float = 0.0
     adaptive: AdaptivePlan | None = None
     notes: list[str] = field(default_factory=list)  # e.g. why adaptive procedures were not considered
@@ -171,7 +172,10 @@ class Plan:
         if self.free:
             lines.append("  answered free from earlier measurements:")
             for name in self.free:
-                lines.append(f"    {name}: expected RMSE {self.expected_rmse.get(name, 0.0):.4g}")
+                rmse = self.expected_rmse.get(name, 0.0)
+                source = self.free_source.get(name, "the model")
+                error = f"expected RMSE {rmse:.4g}" if rmse == rmse else f"answered by the {source}, no error bound"
+                lines.append(f"    {name}: {error}")
         if self.alternatives:
             lines.append("  alternatives for the whole workload (RMSE per row, in units of each query's sensitivity to one row):")
             best = min(a.total_squared_error for a in self.alternatives)

@@ -21,7 +21,8 @@ from mechanisms.marginals import Clique
 from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate, query_step
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
-from planner.families import FAMILIES, budget_exponent, combined_unit_error, split
+from planner.deadline import Deadline, OutOfTime
+from planner.families import FAMILIES, MARGINALS, PER_QUERY, budget_exponent, combined_unit_error, split
 from planner.adaptive import PROCEDURES, predict
 from planner.plan import (
     MAX_ERROR,
@@ -56,6 +57,7 @@ def plan_workload(
     families: Iterable[str] | None = None,
     rows: float | None = None,
     contribution: int = 1,
+    deadline: Deadline | None = None,
 ) -> Plan:
     """Plan the blocks of `workload` under `budget` (ρ for Gaussian, ε for Laplace noise).
 
@@ -72,7 +74,9 @@ def plan_workload(
     procedures (AIM, RAP) are costed by simulation and win the whole workload
     when their predicted total squared error is lower (TOTAL_SQUARED only).
     `contribution` is the most rows one privacy unit may contribute (the table's
-    bound k): every measurement's sensitivity is multiplied by it.
+    bound k): every measurement's sensitivity is multiplied by it. `deadline`
+    bounds the optional, costly part of planning (see `planner.deadline`; default:
+    no limit, no cancellation); the plan's notes say what it left out.
     """
     if noise not in NOISE_KINDS:
         raise ValueError(f"unknown noise {noise!r}")
@@ -85,12 +89,15 @@ def plan_workload(
     allowed = [cls for cls in FAMILIES if families is None or cls.name in set(families)]
     if not allowed:
         raise ValueError(f"no strategy family among {families}")
+    deadline = deadline or Deadline()
     if objective == TOTAL_SQUARED:
-        plan = _plan(workload, budget, noise, delta, existing, allowed, contribution)
+        plan = _plan(workload, budget, noise, delta, existing, allowed, contribution, deadline)
         if families is None and contribution == 1 and not any(b.mapped_rows for b in workload.blocks):
-            plan = _with_adaptive(plan, workload, budget, rows)
+            plan = _with_adaptive(plan, workload, budget, rows, deadline)
     else:
-        plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution)
+        plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution, deadline)
+    if deadline.note():
+        plan.notes.append(deadline.note())
     plan.planning_seconds = time.perf_counter() - started
     return plan
 
@@ -110,18 +117,34 @@ def _lower(cost: float, than: float) -> bool:
     return cost < than - TIE_TOLERANCE * abs(than)
 
 
-class _Costs:
-    """Memoized unit errors of (family, set of blocks) within one planning call."""
+# Families cheap enough to cost whatever the time budget: a plan always exists.
+ESSENTIAL = (PER_QUERY, MARGINALS)
 
-    def __init__(self, families):
-        self.families = families
+
+class _Costs:
+    """Memoized unit errors of (family, set of blocks) within one planning call; a family that is not
+    essential and runs out of the planning time budget costs infinity (it is left out)."""
+
+    def __init__(self, families, deadline: Deadline):
+        self.families, self.deadline = families, deadline
         self._cache: dict[tuple[str, tuple[int, ...]], float] = {}
 
     def __call__(self, name: str, blocks: list[Block]) -> float:
         key = (name, tuple(sorted(id(b) for b in blocks)))
         if key not in self._cache:
-            self._cache[key] = self.families[name].unit_error(blocks)
+            self._cache[key] = self._cost(name, blocks)
         return self._cache[key]
+
+    def _cost(self, name: str, blocks: list[Block]) -> float:
+        if name in ESSENTIAL:
+            with self.deadline.essential():
+                return self.families[name].unit_error(blocks)
+        try:
+            with self.deadline.optional():
+                return self.families[name].unit_error(blocks)
+        except OutOfTime:
+            self.deadline.skip(name)
+            return float("inf")
 
     def pooled(self, pools: dict[str, list[Block]], noise: str) -> float:
         """Unit error of a whole plan: each family's pool optimized jointly, budget split optimally."""
@@ -129,11 +152,14 @@ class _Costs:
         return combined_unit_error(errors, noise) if errors else 0.0
 
 
-def _plan(workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int = 1) -> Plan:
+def _plan(
+    workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int,
+    deadline: Deadline,
+) -> Plan:
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
     families = {cls.name: cls(domain, noise) for cls in allowed}
-    cost = _Costs(families)
+    cost = _Costs(families, deadline)
 
     # 1. Each group (a clique's blocks) takes the family that is cheapest for it alone.
     groups: list[GroupPlan] = []
@@ -149,6 +175,17 @@ def _plan(workload: Workload, budget: float, noise: str, delta: float, existing,
         for g, bs in zip(groups, members):
             out[g.family].extend(bs)
         return out
+
+    # 1b. A family may take each group alone but not all of them together (its size limits):
+    #     the groups of such a pool move to their next-cheapest family, per-query last.
+    for _ in range(len(families)):
+        infeasible = {name for name, bs in pools().items() if bs and cost(name, bs) == float("inf")}
+        if not infeasible:
+            break
+        for g in groups:
+            if g.family in infeasible:
+                options = {n: e for n, e in g.unit_errors.items() if n not in infeasible and e < float("inf")}
+                g.family = cheapest(options) if options else PER_QUERY
 
     # 2. Families whose measurements serve several groups at once (marginals share
     #    residuals in least squares) may win a group that lost alone: move a group
@@ -180,7 +217,9 @@ def _plan(workload: Workload, budget: float, noise: str, delta: float, existing,
     measurements: list[PlannedMeasurement] = []
     family_of = {name: g.family for g in groups for name in g.blocks}
     for (name, bs), fraction in zip(parts, fractions):
-        for alloc in families[name].allocate(bs):
+        with deadline.essential():  # the winner's solution is cached by its costing: this completes it
+            allocations = families[name].allocate(bs)
+        for alloc in allocations:
             share = budget * fraction * alloc.fraction
             planned = PlannedMeasurement(
                 alloc.clique, alloc.block, share, alloc.sensitivity * contribution, 0.0, name, alloc.strategy,
@@ -201,13 +240,14 @@ def _plan(workload: Workload, budget: float, noise: str, delta: float, existing,
         alternatives.append(Alternative(MIXED, combined_unit_error(unit_errors, noise) * scale, rows))
 
     fitting = time.perf_counter()
-    expected = expected_rmse(workload, measurements, existing)
+    with deadline.essential():
+        expected = expected_rmse(workload, measurements, existing)
     plan = Plan(noise, delta, measurements, family_of, expected, alternatives, label, groups)
     plan.fit_seconds = time.perf_counter() - fitting  # the same fit reconstruction runs (see planner.timing)
     return plan
 
 
-def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | None) -> Plan:
+def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | None, deadline: Deadline) -> Plan:
     """The plan, or an adaptive procedure's plan when its simulated error is lower."""
     blocks = [b for b in workload.blocks if b.terms]
     domain = workload.domain
@@ -225,7 +265,12 @@ def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | 
     weighted_rows = sum(b.weight * b.num_rows(domain) for b in blocks)
     best, best_error = None, linear
     for procedure in eligible:
-        prediction = predict(procedure, domain, blocks, budget, rows, linear)
+        try:
+            with deadline.optional():
+                prediction = predict(procedure, domain, blocks, budget, rows, linear)
+        except OutOfTime:
+            deadline.skip(f"{procedure.name.upper()} (simulation)")
+            continue
         plan.alternatives.append(Alternative(f"{procedure.name} (simulated)", prediction.total_squared_error, weighted_rows))
         if _lower(prediction.total_squared_error, best_error):
             best, best_error = (procedure, prediction), prediction.total_squared_error
@@ -251,7 +296,8 @@ def _normalized_rmse(plan: Plan, workload: Workload) -> dict[str, float]:
 
 
 def _plan_min_max(
-    workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int = 1
+    workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int,
+    deadline: Deadline,
 ) -> Plan:
     """Minimize the largest normalized RMSE by multiplicative reweighting of the blocks."""
     base = {b.name: b.weight for b in workload.blocks}
@@ -262,7 +308,7 @@ def _plan_min_max(
         reweighted = Workload(
             workload.domain, [replace(b, weight=base[b.name] * multiplier[b.name]) for b in workload.blocks]
         )
-        plan = _plan(reweighted, budget, noise, delta, existing, allowed, contribution)
+        plan = _plan(reweighted, budget, noise, delta, existing, allowed, contribution, deadline)
         errors = _normalized_rmse(plan, workload)
         if not errors:
             return plan
@@ -283,6 +329,7 @@ def budget_for_accuracy(
     delta: float = 0.0,
     existing: Iterable[Measurement | tuple[Clique, float]] = (),
     contribution: int = 1,
+    deadline: Deadline | None = None,
 ) -> tuple[float, Plan]:
     """The smallest budget whose MAX_ERROR plan gives every block a normalized RMSE ≤ max_rmse.
 
@@ -296,7 +343,7 @@ def budget_for_accuracy(
     if not max_rmse > 0:
         raise ValueError("the accuracy target must be positive")
     existing = list(existing)
-    unit = plan_workload(workload, 1.0, noise, delta, existing, MAX_ERROR, contribution=contribution)
+    unit = plan_workload(workload, 1.0, noise, delta, existing, MAX_ERROR, contribution=contribution, deadline=deadline)
     worst = max(_normalized_rmse(unit, workload).values(), default=0.0)
     if worst == 0:
         return 0.0, unit
@@ -308,7 +355,8 @@ def budget_for_accuracy(
     if not 0 < budget < float("inf"):
         raise ArithmeticError(f"could not reach the accuracy target: it needs a budget of {budget:g}")
     for _ in range(20):
-        plan = plan_workload(workload, budget, noise, delta, existing, MAX_ERROR, contribution=contribution)
+        plan = plan_workload(workload, budget, noise, delta, existing, MAX_ERROR, contribution=contribution,
+                             deadline=deadline)
         achieved = max(_normalized_rmse(plan, workload).values())
         if achieved <= max_rmse * (1 + 1e-9):
             return budget, plan

@@ -70,15 +70,17 @@ def synthetic_records(domain: Domain, rows: int, seed: int, components: int = 8,
 
     A small concentration makes each component's marginals skewed, as real
     categorical data are, so the workload's answers are as sparse as real ones.
+    Memory is the records themselves (rows × attributes), nothing per cell.
     """
     rng = np.random.default_rng(seed)
     which = rng.integers(0, components, rows)
-    out = np.empty((rows, len(domain)), dtype=np.int64)
+    out = np.empty((rows, len(domain)), dtype=np.int32 if max(domain.sizes, default=0) < 2**31 else np.int64)
     for i, size in enumerate(domain.sizes):
-        probabilities = rng.dirichlet(np.full(size, concentration), size=components)
-        cumulative = np.cumsum(probabilities[which], axis=1)
-        u = rng.random(rows)[:, None] * cumulative[:, -1:]
-        out[:, i] = np.minimum((u >= cumulative).sum(axis=1), size - 1)
+        cumulative = np.cumsum(rng.dirichlet(np.full(size, concentration), size=components), axis=1)
+        u = rng.random(rows) * cumulative[which, -1]
+        for k in range(components):  # inverse-CDF sampling within each component
+            mine = which == k
+            out[mine, i] = np.minimum(np.searchsorted(cumulative[k], u[mine], side="right"), size - 1)
     return out
 
 

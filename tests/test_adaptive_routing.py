@@ -57,6 +57,7 @@ def test_wide_workload_runs_aim_and_later_queries_are_free(tmp_path):
     state = str(tmp_path / "ledger.duckdb")
     conn = dpsql.connect(con=con, catalog=CATALOG, epsilon=2.0, delta=1e-6, state=state, seed=3)
     cur = conn.cursor()
+    cur.execute("SET dpsql.planning_seconds = 0")  # the choice under test, on any machine's speed
     cur.execute("SELECT COUNT(*) FROM t")  # releases the size: AIM and RAP can now be costed
     rho = 0.005
     script = f"BEGIN WORKLOAD WITH (rho = {rho});\n" + "\n".join(
@@ -103,6 +104,7 @@ def test_threshold_batch_runs_rap_and_later_queries_are_free(tmp_path):
     con.execute("CREATE TABLE u AS SELECT * FROM generated")
     conn = dpsql.connect(con=con, catalog=catalog, epsilon=2.0, delta=1e-6, state=str(tmp_path / "l"), seed=1)
     cur = conn.cursor()
+    cur.execute("SET dpsql.planning_seconds = 0")  # the choice under test, on any machine's speed
     cur.execute("SELECT COUNT(*) FROM u")
     queries = [
         f"SELECT COUNT(*) FROM u WHERE ({a} = 1)::INT + ({b} = 2)::INT + ({c} > 1)::INT + ({d} < 2)::INT >= {r}"

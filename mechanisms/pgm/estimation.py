@@ -38,6 +38,7 @@ from mechanisms.matrices import Matrix
 from mechanisms.measurement import Measurement
 from mechanisms.pgm.inference import calibrate, sum_to
 from mechanisms.pgm.junction_tree import Clique, JunctionTree
+from mechanisms.interruption import checkpoint
 
 _LINE_SEARCH_HALVINGS = 30
 
@@ -264,6 +265,7 @@ def mirror_descent(
     settled = False
     it = 0
     for it in range(1, max_iters + 1):
+        checkpoint()
         for _ in range(_LINE_SEARCH_HALVINGS):
             trial = evaluate([t if d is None else t - alpha * d for t, d in zip(current.theta, current.direction)])
             predicted = sum(float(m.vdot(g, a - b)) for g, a, b in zip(current.grads, current.counts, trial.counts))

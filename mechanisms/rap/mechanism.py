@@ -54,6 +54,7 @@ from mechanisms.rap.relaxed import RelaxedData
 from mechanisms.rap.selection import NoisyTopK, exact_scores, gumbel_scale
 from mechanisms.rap.sources import QuerySource
 from mechanisms.workload import Block, Term
+from mechanisms.interruption import checkpoint
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ def run_rap(
     ids, values = [], []
     clock["prepare"] = time.perf_counter() - start
     for _ in range(t_rounds):
+        checkpoint()
         tick = time.perf_counter()
         if adaptive:
             picked = _select(source, relaxed, encoding, rows, k, scale, rng, np.asarray(ids, dtype=np.int64))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from mechanisms.arrays import xp
 from mechanisms.rap.encoding import sparsemax
 from mechanisms.rap.queries import QuerySet
+from mechanisms.interruption import checkpoint
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ def relaxed_projection(relaxed, queries: QuerySet, targets, weights, config: Pro
     loss = float("inf")
     step = 0
     for step in range(1, config.max_iterations + 1):
+        checkpoint()
         loss, grad = queries.loss_and_gradient(relaxed, targets, weights)
         if loss <= config.target_loss:
             break
