@@ -27,9 +27,9 @@ import duckdb
 import numpy as np
 
 import dpsql
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN, calibrate, query_step
 from mechanisms.noise import RandomSource

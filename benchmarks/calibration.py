@@ -36,8 +36,8 @@ import numpy as np
 
 import dpsql
 from benchmarks.datasets import DATA, load
-from dpsql.backend import DuckDBBackend
-from dpsql.compiler import compile_query
+from dpsql.backends import DuckDBBackend
+from dpsql.sql.compiler import compile_query
 from dpsql.demo import true_result
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.synth import synthesize

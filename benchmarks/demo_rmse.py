@@ -20,9 +20,9 @@ import duckdb
 import numpy as np
 
 from benchmarks.simulate import exact, plan_squared_errors
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from dpsql.demo import DASHBOARD
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.accounting import epsilon_delta_to_zcdp

@@ -56,9 +56,9 @@ import numpy as np
 
 from mechanisms.analytic_gaussian import analytic_gaussian_sigma
 from mechanisms.hdmm import OPT_KRON, OPT_M, OPT_PLUS, optimize
-from mechanisms.hdmm_error import laplace_variance, svd_bound, union_svd_bound
-from mechanisms.hdmm_opt0 import opt0_gaussian, opt0_laplace
-from mechanisms.hdmm_workload import (
+from mechanisms.hdmm.error import laplace_variance, svd_bound, union_svd_bound
+from mechanisms.hdmm.opt0 import opt0_gaussian, opt0_laplace
+from mechanisms.hdmm.workload import (
     GramOperator,
     KronGram,
     all_range_gram,
@@ -68,9 +68,9 @@ from mechanisms.hdmm_workload import (
     width_range_gram,
 )
 from mechanisms.matrices import Dense, Matrix, Prefix
-from mechanisms.range_selection import width_k
-from mechanisms.range_trees import hb, hierarchical
-from mechanisms.wavelet import haar
+from mechanisms.ranges.optimize import width_k
+from mechanisms.ranges.trees import hb, hierarchical
+from mechanisms.ranges.wavelet import haar
 
 RESULTS = Path(__file__).parent / "results" / "hdmm_tables.json"
 REPORT = RESULTS.with_suffix(".md")
@@ -467,10 +467,10 @@ def scale_child(in_memory: bool, side: int) -> None:
     Correctness check: the squared error of x̂ on 10⁵ random cells, against
     its exact expectation 2·Π_i diag((A_iᵀA_i)⁻¹) at those cells.
     """
-    from mechanisms.clique_lsq import CliqueLeastSquares
+    from mechanisms.reconstruction.clique import CliqueLeastSquares
     from mechanisms.domain import Domain
     from mechanisms.hdmm import kron_matrix
-    from mechanisms.hdmm_kron import opt_kron
+    from mechanisms.hdmm.kron import opt_kron
     from mechanisms.measurement import Measurement
     from mechanisms.workload import Block, Term
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import NUMERIC, Catalog, Table
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 

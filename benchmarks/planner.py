@@ -46,9 +46,9 @@ from benchmarks.simulate import (
     plan_squared_errors,
     workload_rmse,
 )
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog, quote_identifier
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.domain import Domain
 from mechanisms.factorization import optimal_factorization

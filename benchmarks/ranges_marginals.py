@@ -33,7 +33,7 @@ import numpy as np
 
 from mechanisms.domain import Domain
 from mechanisms.matrices import AllRange, Prefix
-from mechanisms.range_selection import (
+from mechanisms.ranges.optimize import (
     all_range_error,
     choose_kronecker,
     choose_range_strategy,
@@ -42,8 +42,8 @@ from mechanisms.range_selection import (
     range_error,
     width_k,
 )
-from mechanisms.range_trees import RangeStrategy, hb, hierarchical
-from mechanisms.residual_planner import (
+from mechanisms.ranges.trees import RangeStrategy, hb, hierarchical
+from mechanisms.residual import (
     ResidualTable,
     center,
     downward_closure,
@@ -54,7 +54,7 @@ from mechanisms.residual_planner import (
     sum_variance_plan,
     svd_bound,
 )
-from mechanisms.wavelet import haar
+from mechanisms.ranges.wavelet import haar
 from mechanisms.workload import Block, Term
 
 RESULTS = Path(__file__).parent / "results"

@@ -39,7 +39,7 @@ import duckdb
 import numpy as np
 
 from benchmarks.datasets import load
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.arrays import to_numpy, xp
 from mechanisms.noise import RandomSource

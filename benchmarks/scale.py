@@ -43,7 +43,7 @@ from benchmarks.marginal_scan import (
     people_table,
     plain_sql,
 )
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 
 RESULTS = Path(__file__).parent / "results" / "scale.json"
 
@@ -85,7 +85,7 @@ def _duckdb(folder: str) -> Engine:
 def _spark(folder: str) -> Engine:
     from pyspark.sql import SparkSession
 
-    from dpsql.spark_backend import SparkBackend
+    from dpsql.backends.spark import SparkBackend
 
     spark = (
         SparkSession.builder.master("local[2]").appName("dpsql-scale").config("spark.ui.enabled", "false")

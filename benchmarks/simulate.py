@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsql.backend import Backend
+from dpsql.backends import Backend
 from dpsql.catalog import Table
 from mechanisms.marginals import Clique
 from mechanisms.measurement import exact_answer, release

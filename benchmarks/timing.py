@@ -3,7 +3,7 @@
 For each workload (the planner benchmark's, plus the demo dashboard on the
 generated people table at two sizes) the plan's predicted scan, release and
 reconstruction seconds (`planner.timing.predict`, with DuckDB's scan speed
-measured on synthetic data by `dpsql.scan_speed`) are compared with the
+measured on synthetic data by `dpsql.backends.scan_speed`) are compared with the
 measured seconds of the same code paths a session runs: one
 `DuckDBBackend.marginals` scan, each measurement's `release` (exact answer and
 exact noise; first release of each strategy), and the least-squares fit that
@@ -25,11 +25,11 @@ import duckdb
 import numpy as np
 
 from benchmarks.planner import compile_workload, workloads
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog
 from dpsql.demo import DASHBOARD
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
-from dpsql.scan_speed import duckdb_scan_speed
+from dpsql.backends.scan_speed import duckdb_scan_speed
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import forget_lattices
 from mechanisms.noise import RandomSource

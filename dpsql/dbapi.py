@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import duckdb
 
-from dpsql.backend import Backend, DuckDBBackend, make_backend
+from dpsql.backends import Backend, DuckDBBackend, make_backend
 from dpsql.budget import checked
 from dpsql.catalog import Catalog
 from dpsql.errors import Error, InterfaceError, OperationalError, ProgrammingError
@@ -23,7 +23,7 @@ from dpsql.output_files import OutputFiles
 from dpsql.profile import Profile
 from dpsql.result import Result
 from dpsql.session import BudgetStatus, Session
-from dpsql.statements import OBJECTIVE_NAMES, BeginWorkload
+from dpsql.sql.statements import OBJECTIVE_NAMES, BeginWorkload
 from dpsql.workspace import DataTables, Workspace
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN, LAPLACE
@@ -77,7 +77,7 @@ def connect(
     ``backend="spark"`` measures protected tables in Spark (``spark``: a
     SparkSession or a master URL; default: the configured one) instead of in
     the DuckDB database, which still holds the ledger and public tables; any
-    object with a ``marginals`` method (a ``dpsql.backend.Backend``) may be given.
+    object with a ``marginals`` method (a ``dpsql.backends.Backend``) may be given.
     """
     if profile is not None:
         given = {"database": database != ":memory:", "catalog": catalog is not None, "epsilon": epsilon is not None,

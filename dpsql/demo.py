@@ -16,8 +16,8 @@ import duckdb
 import numpy as np
 
 import dpsql
-from dpsql.backend import DuckDBBackend
-from dpsql.compiler import CompiledQuery, compile_query
+from dpsql.backends import DuckDBBackend
+from dpsql.sql.compiler import CompiledQuery, compile_query
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.result import Result, assemble
 

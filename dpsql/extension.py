@@ -47,7 +47,7 @@ from dpsql.dbapi import Connection, connect
 from dpsql.errors import ProgrammingError
 from dpsql.formatting import dp_columns, stderr_name
 from dpsql.result import Result
-from dpsql.statements import BeginWorkload, EndWorkload, Explain, Sql, classify, split_statements
+from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, Sql, classify, split_statements
 
 _MACROS = {
     "dp_query": ("sql", "dpsql_query(sql)"),

@@ -18,7 +18,7 @@ from typing import Any
 from prompt_toolkit.utils import get_cwidth
 
 from dpsql.result import Result
-from mechanisms.answering import LEAST_SQUARES
+from mechanisms.reconstruction.answering import LEAST_SQUARES
 
 MODES = ("table", "csv", "json", "markdown")
 LEVEL = 0.95

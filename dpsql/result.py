@@ -18,10 +18,10 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.compiler import RESULT_RELATION, ROW_ORDER, CompiledQuery
+from dpsql.sql.compiler import RESULT_RELATION, ROW_ORDER, CompiledQuery
 from dpsql.errors import ProgrammingError
-from dpsql.public_sql import SANDBOX_CONFIG
-from mechanisms.answering import AnsweringModel
+from dpsql.sql.public import SANDBOX_CONFIG
+from mechanisms.reconstruction.answering import AnsweringModel
 
 
 @dataclass

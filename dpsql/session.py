@@ -2,7 +2,7 @@
 
 Public SQL (statements that name no protected table) runs in the analyst's
 workspace (`dpsql.workspace`), apart from the protected data, if the allowlist
-of `dpsql.public_sql` allows it. A query on a protected table is compiled to blocks; blocks the session's model already
+of `dpsql.sql.public` allows it. A query on a protected table is compiled to blocks; blocks the session's model already
 determines are answered for free; the rest are planned, their marginals
 computed in the database, the ledger charged together with the noisy
 measurements, and only then are answers assembled from the refitted model.
@@ -17,18 +17,18 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from sqlglot import exp
 
-from dpsql.backend import Backend, DuckDBBackend
+from dpsql.backends import Backend, DuckDBBackend
 from dpsql.budget import Sizing, checked
 from dpsql.catalog import Catalog, Table
-from dpsql.compiler import CompiledQuery, compile_tree, parse_statement
+from dpsql.sql.compiler import CompiledQuery, compile_tree, parse_statement
 from dpsql.errors import BudgetExceededError, Error, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.ledger import Entry, Ledger
-from dpsql.lookups import PublicTables
-from dpsql.public_sql import ProtectedNames
+from dpsql.sql.lookups import PublicTables
+from dpsql.sql.public import ProtectedNames
 from dpsql.result import Result, aggregate_answers, answered_by, assemble
-from dpsql.scan_speed import duckdb_scan_speed
+from dpsql.backends.scan_speed import duckdb_scan_speed
 from dpsql.workspace import Workspace
-from dpsql.statements import (
+from dpsql.sql.statements import (
     BeginWorkload,
     EndWorkload,
     Explain,
@@ -39,7 +39,7 @@ from dpsql.statements import (
     take_weight,
 )
 from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
-from mechanisms.answering import AnsweringModel
+from mechanisms.reconstruction.answering import AnsweringModel
 from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, measure
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import GraphicalModel

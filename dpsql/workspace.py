@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from dpsql.catalog import quote_identifier
 from dpsql.errors import Error, IntegrityError, NotSupportedError, OperationalError, ProgrammingError
-from dpsql.public_sql import SANDBOX_CONFIG, check_public
+from dpsql.sql.public import SANDBOX_CONFIG, check_public
 from dpsql.result import Result
 
 _MAX_VIEW_DEPTH = 16
@@ -93,7 +93,7 @@ class Workspace:
         self._copies = itertools.count()
 
     def check(self, sql: str) -> exp.Expression:
-        """The statement's tree if the allowlist allows it, else NotSupportedError (see `dpsql.public_sql`)."""
+        """The statement's tree if the allowlist allows it, else NotSupportedError (see `dpsql.sql.public`)."""
         return check_public(sql, self._statement_types, self.protected)
 
     def run(self, sql: str, params: Sequence[Any] | dict | None = None, explain: bool = False) -> Result:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 __all__ = [
     "zcdp_to_delta",
@@ -20,6 +20,7 @@ __all__ = [
     "epsilon_delta_to_zcdp",
     "pure_dp_to_zcdp",
     "Amount",
+    "budget_split",
 ]
 
 _REL_TOL = 1e-12
@@ -186,3 +187,16 @@ class Amount:
         if self.delta == 0:
             return f"ε={self.epsilon:.4g}"
         return f"ε={self.epsilon:.4g}, δ={self.delta:g} (ρ={self.rho:.4g})"
+
+
+def budget_split(errors: Sequence[float], exponent: int) -> tuple[list[float], float]:
+    """Shares of one budget minimizing Σ E_j / share_j^exponent (Σ shares = 1), and that minimum.
+
+    Independent parts whose errors scale as budget^(-exponent) (1 for zCDP's ρ, 2 for pure ε)
+    split a budget in proportion to E_j^(1/(exponent+1)): the closed-form Lagrange optimum.
+    """
+    roots = [float(e) ** (1.0 / (exponent + 1)) for e in errors]
+    total = math.fsum(roots)
+    if total == 0.0:
+        return [1.0 / len(roots)] * len(roots), 0.0
+    return [r / total for r in roots], total ** (exponent + 1)

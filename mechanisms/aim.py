@@ -19,7 +19,7 @@ All ρ shares are exact: the round charges (selection + measurement) recorded on
 the released `Measurement`s sum to ρ exactly in floating point, the last round
 taking precisely the remainder. Noise is the exact discrete Gaussian of
 `mechanisms.measurement.measure`; selection is the exact sampler of
-`mechanisms.selection`. Candidate scores use exact marginals through a
+`mechanisms.exponential`. Candidate scores use exact marginals through a
 `marginal(clique)` callback and are never returned: what `AIMResult` holds is
 all private output (measurements, chosen cliques, round parameters, models).
 
@@ -48,7 +48,7 @@ from mechanisms.pgm.bounds import selection_bound, supported_bound
 from mechanisms.pgm.estimation import LinearMeasurement
 from mechanisms.pgm.junction_tree import Clique, megabytes, model_sizes
 from mechanisms.pgm.model import GraphicalModel
-from mechanisms.selection import ExactBudget, epsilon_for, exponential_mechanism, l1_distance
+from mechanisms.exponential import ExactBudget, epsilon_for, exponential_mechanism, l1_distance
 from mechanisms.interruption import checkpoint
 
 MarginalFn = Callable[[Clique], np.ndarray]

@@ -79,7 +79,7 @@ class Matrix:
     def pinv(self) -> "Matrix":
         """The Moore–Penrose pseudo-inverse A⁺ (shape transposed), itself a Matrix.
 
-        Contract (least squares in `mechanisms.clique_lsq` relies on it): the
+        Contract (least squares in `mechanisms.reconstruction.clique` relies on it): the
         result P satisfies APA = A, PAP = P with AP and PA symmetric, and offers
         `matvec`/`rmatvec`/`transpose`; then A⁺y is the least-squares solution,
         A⁺A the projector onto the row space, and (AᵀA)⁺ = A⁺A⁺ᵀ. Structured
@@ -481,16 +481,29 @@ def _as_weighted_kronecker(m: Matrix) -> tuple[float, list[Matrix]] | None:
 _SIMPLE = {"Identity": Identity, "Prefix": Prefix, "AllRange": AllRange}
 
 
+# Structured strategies stored in ledgers, by kind name -> the module that defines them now.
+# A spec is rebuilt by its kind name alone: ledgers of dpsql 0.1 also name the module the
+# class lived in then (mechanisms.range_trees, mechanisms.wavelet, mechanisms.residual_planner),
+# which is ignored, so moving a module never makes a ledger unreadable. A new structured
+# strategy adds a line here (and `spec()` / `from_spec()` on its class).
+STORED_KINDS = {
+    "RangeStrategy": "mechanisms.ranges.trees",
+    "HierarchicalStrategy": "mechanisms.ranges.trees",
+    "HaarStrategy": "mechanisms.ranges.wavelet",
+    "Centering": "mechanisms.residual",
+}
+
+
 def to_spec(m: Matrix) -> dict:
     """A JSON-able description of an implicit matrix (inverse: `from_spec`).
 
     Structured matrices defined in other `mechanisms` modules (range trees,
-    wavelets, residual strategies) describe themselves with `spec()` and are
-    rebuilt by their class's `from_spec`.
+    wavelets, residual strategies; `STORED_KINDS`) describe themselves with
+    `spec()` and are rebuilt by their class's `from_spec`.
     """
     name = type(m).__name__
-    if hasattr(m, "spec") and type(m).__module__.startswith("mechanisms."):
-        return {**m.spec(), "type": name, "module": type(m).__module__}
+    if name in STORED_KINDS:
+        return {**m.spec(), "type": name}
     if name in _SIMPLE:
         return {"type": name, "n": m.shape[1]}
     if isinstance(m, Ones):
@@ -514,10 +527,8 @@ def to_spec(m: Matrix) -> dict:
 def from_spec(spec: dict) -> Matrix:
     """Rebuild a matrix from `to_spec` output."""
     kind = spec["type"]
-    if "module" in spec:
-        if not spec["module"].startswith("mechanisms."):
-            raise ValueError(f"matrix spec names a module outside mechanisms: {spec['module']!r}")
-        return getattr(importlib.import_module(spec["module"]), kind).from_spec(spec)
+    if kind in STORED_KINDS:
+        return getattr(importlib.import_module(STORED_KINDS[kind]), kind).from_spec(spec)
     if kind in _SIMPLE:
         return _SIMPLE[kind](spec["n"])
     if kind == "Ones":

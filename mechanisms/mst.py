@@ -35,7 +35,7 @@ from mechanisms.measurement import GAUSSIAN, Measurement, measure
 from mechanisms.noise import RandomSource
 from mechanisms.pgm.estimation import LinearMeasurement
 from mechanisms.pgm.model import GraphicalModel
-from mechanisms.selection import ExactBudget, epsilon_for, exponential_mechanism, l1_distance
+from mechanisms.exponential import ExactBudget, epsilon_for, exponential_mechanism, l1_distance
 
 _RARE_THRESHOLD = 3.0  # values with noisy count below 3σ are merged
 

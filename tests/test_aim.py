@@ -10,7 +10,7 @@ import pytest
 from mechanisms.aim import aim, workload_candidates
 from mechanisms.domain import Domain
 from mechanisms.noise import RandomSource
-from mechanisms.selection import ExactBudget, epsilon_for, exponential_mechanism, l1_distance
+from mechanisms.exponential import ExactBudget, epsilon_for, exponential_mechanism, l1_distance
 
 DOMAIN = Domain(tuple("abcdef"), (3, 4, 2, 5, 3, 2))
 

@@ -21,7 +21,7 @@ import pytest
 import sqlglot
 
 import dpsql
-from dpsql.backend import DuckDBBackend, make_backend, marginal_sql
+from dpsql.backends import DuckDBBackend, make_backend, marginal_sql
 from dpsql.catalog import Catalog, categorical, integer, numeric
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
@@ -217,7 +217,7 @@ HOSTILE_CLIQUES = [
 
 @pytest.mark.parametrize("cliques", HOSTILE_CLIQUES, ids=lambda q: f"{len(q)}-cliques")
 def test_exact_marginals_agree_on_hostile_data(cliques, files, spark):
-    from dpsql.spark_backend import SparkBackend
+    from dpsql.backends.spark import SparkBackend
 
     table = Catalog.from_dict({"tables": {"hostile": {"columns": {n: d for n, (d, _, _) in HOSTILE.items()}}}}).get("hostile")
     con = _parquet_view(files["hostile"], "hostile")

@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-import mechanisms.clique_lsq as clique_lsq
-from mechanisms.clique_lsq import CliqueLeastSquares, kron_apply
+import mechanisms.reconstruction.clique as clique_lsq
+from mechanisms.reconstruction.clique import CliqueLeastSquares, kron_apply
 from mechanisms.domain import Domain
-from mechanisms.hdmm_opt0 import p_identity_strategy
+from mechanisms.hdmm.opt0 import p_identity_strategy
 from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Ones, Prefix, Weighted
 from mechanisms.measurement import Measurement
-from mechanisms.range_trees import hierarchical
+from mechanisms.ranges.trees import hierarchical
 from mechanisms.workload import Block, Predicate, Term
 
 DOMAIN = Domain(("a", "b", "c"), (5, 4, 3))

@@ -1,4 +1,4 @@
-"""Tests for the SQL compiler (dpsql.compiler, dpsql.expressions).
+"""Tests for the SQL compiler (dpsql.sql.compiler, dpsql.sql.expressions).
 
 Three parts:
 - refused constructs raise a dpsql error whose message names the construct;
@@ -26,9 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from dpsql.errors import CatalogError, Error, NotSupportedError, ProgrammingError
 from dpsql.result import assemble
 

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from benchmarks.simulate import exact, plan_squared_errors
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.factorization import exact_error, optimal_factorization
 from mechanisms.measurement import lattice_step
 from mechanisms.workload import Workload
-from planner.factorization_family import FACTORIZATION, FactorizationFamily
+from planner.families.factorization import FACTORIZATION, FactorizationFamily
 from planner.planner import plan_workload
 
 CATALOG = Catalog.from_toml(PEOPLE_CATALOG_TOML)

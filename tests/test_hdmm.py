@@ -14,7 +14,7 @@ import pytest
 from mechanisms.analytic_gaussian import analytic_gaussian_sigma, gaussian_delta
 from mechanisms.domain import Domain
 from mechanisms.hdmm import OPT0, OPT_KRON, OPT_M, OPT_PLUS, kron_matrix, optimize
-from mechanisms.hdmm_error import (
+from mechanisms.hdmm.error import (
     explicit_error,
     kron_error,
     laplace_variance,
@@ -22,10 +22,11 @@ from mechanisms.hdmm_error import (
     svd_bound,
     union_svd_bound,
 )
-from mechanisms.hdmm_kron import budget_split, opt_kron, opt_plus
-from mechanisms.hdmm_marginals import MarginalAlgebra, opt_marginals
-from mechanisms.hdmm_opt0 import opt0_gaussian, opt0_laplace, p_identity_objective, p_identity_strategy
-from mechanisms.hdmm_workload import (
+from mechanisms.accounting import budget_split
+from mechanisms.hdmm.kron import opt_kron, opt_plus
+from mechanisms.hdmm.marginals import MarginalAlgebra, opt_marginals
+from mechanisms.hdmm.opt0 import opt0_gaussian, opt0_laplace, p_identity_objective, p_identity_strategy
+from mechanisms.hdmm.workload import (
     GramOperator,
     KronGram,
     all_range_gram,

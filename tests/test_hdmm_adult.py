@@ -25,7 +25,7 @@ from mechanisms.measurement import calibrate, query_step
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Term
-from planner.hdmm_family import HDMMFamily
+from planner.families.hdmm import HDMMFamily
 from planner.plan import PlannedMeasurement
 
 DATA = Path(__file__).parents[2] / "shared" / "data" / "adult"

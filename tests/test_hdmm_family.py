@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from dpsql.demo_data import PEOPLE_CATALOG_TOML
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense
@@ -14,7 +14,7 @@ from mechanisms.measurement import Measurement
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Term, Workload
 from planner.families import budget_exponent, noise_unit_variance
-from planner.hdmm_family import HDMM, HDMMFamily
+from planner.families.hdmm import HDMM, HDMMFamily
 from planner.planner import plan_workload
 
 CATALOG = Catalog.from_toml(PEOPLE_CATALOG_TOML)

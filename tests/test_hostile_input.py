@@ -41,7 +41,7 @@ import dpsql
 from dpsql import errors
 from dpsql.ledger import Ledger
 from dpsql.shell import Shell
-from dpsql.shell_commands import COMMANDS
+from dpsql.shell.commands import COMMANDS
 
 FUZZ_INPUTS = int(os.environ.get("DPSQL_FUZZ_INPUTS", "1500"))
 SECRET_TEXT = "S3CR3T-Zq9"

@@ -15,8 +15,8 @@ import pytest
 
 import dpsql
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
-from dpsql.lookups import PublicTables
+from dpsql.sql.compiler import compile_query
+from dpsql.sql.lookups import PublicTables
 from mechanisms.measurement import GAUSSIAN
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from dpsql.demo_data import PEOPLE_CATALOG_TOML
 from mechanisms.workload import Workload
 from planner.families import PER_QUERY, PerQuery, split

@@ -25,10 +25,10 @@ from mechanisms.domain import Domain
 from mechanisms.measurement import calibrate
 from mechanisms.noise import RandomSource, discrete_gaussian_vector, discrete_laplace_vector
 from mechanisms.rap import ProjectionConfig, RAPConfig, RecordCounts, ThresholdQueries, ThresholdWorkload, run_rap
-from mechanisms.rap.selection import NoisyTopK, gumbel_scale
+from mechanisms.rap.top_k import NoisyTopK, gumbel_scale
 from mechanisms.rap.workloads import Threshold
 from mechanisms.reconstruction import LeastSquaresModel
-from mechanisms.selection import exponential_mechanism
+from mechanisms.exponential import exponential_mechanism
 from tests.privacy_audit import audit
 
 TRIALS = 100_000
@@ -110,7 +110,7 @@ def test_gumbel_top_k_audit():
 
 @pytest.mark.slow
 def test_exponential_mechanism_audit():
-    """The exact sampler of `mechanisms.selection`, at ε = 1 (pure DP)."""
+    """The exact sampler of `mechanisms.exponential`, at ε = 1 (pure DP)."""
     epsilon = 1.0
 
     def mechanism(weaken):
@@ -135,7 +135,7 @@ LSQ_QUERIES = ["SELECT a, COUNT(*) FROM t GROUP BY a", "SELECT a, b, COUNT(*) FR
 @pytest.mark.slow
 def test_least_squares_plan_audit():
     """A whole plan (planner shares, exact noise, least squares) on histograms differing by one row."""
-    from dpsql.compiler import compile_query
+    from dpsql.sql.compiler import compile_query
     from mechanisms.workload import Workload
     from planner.planner import plan_workload
 

@@ -325,7 +325,7 @@ def _cancelling(c: str, secret: str = "10000") -> str:
 def test_huge_cancelling_coefficients_are_refused():
     """The red team's query: terms of 6e15 that cancel to a per-row effect of 10000 once passed with a
     computed sensitivity of 1 (noise std 11), so one ε=0.5 answer told whether a row existed."""
-    from dpsql.compiler import compile_query
+    from dpsql.sql.compiler import compile_query
 
     catalog = dpsql.Catalog.load(ZIP_CATALOG)
     with pytest.raises(dpsql.ProgrammingError, match="rescale"):
@@ -335,7 +335,7 @@ def test_huge_cancelling_coefficients_are_refused():
 @pytest.mark.parametrize("c", ["999999999999999", "606083128645012.5", "123456789012345.6", "1e15", "77777777.77",
                                "3", "0.1"])
 def test_cancelling_terms_never_lower_the_sensitivity(c):
-    from dpsql.compiler import compile_query
+    from dpsql.sql.compiler import compile_query
 
     catalog = dpsql.Catalog.load(ZIP_CATALOG)
     block = compile_query(_cancelling(c), catalog).blocks[0]
@@ -348,7 +348,7 @@ def test_random_cancellations_never_lower_the_sensitivity():
     """The red team found working constants by random search in seconds; none may work now."""
     import random
 
-    from dpsql.compiler import compile_query
+    from dpsql.sql.compiler import compile_query
 
     catalog = dpsql.Catalog.load(ZIP_CATALOG)
     domain = catalog.get("people").domain
@@ -361,7 +361,7 @@ def test_random_cancellations_never_lower_the_sensitivity():
 
 def test_an_ordinary_query_keeps_its_exact_sensitivity():
     """The margin is rounding-sized when nothing cancels: an OR of ranges still has sensitivity 1."""
-    from dpsql.compiler import compile_query
+    from dpsql.sql.compiler import compile_query
 
     catalog = dpsql.Catalog.load(ZIP_CATALOG)
     block = compile_query("SELECT COUNT(*) FROM people WHERE zip < 10 OR zip > 40 OR zip = 20", catalog).blocks[0]

@@ -21,7 +21,7 @@ import pytest
 from mechanisms.domain import Domain
 from mechanisms.matrices import AllRange, Dense, Diagonal, Identity, Prefix
 from mechanisms.measurement import lattice_step
-from mechanisms.range_selection import (
+from mechanisms.ranges.optimize import (
     KernelObjective,
     KroneckerWorkload,
     Ranges,
@@ -33,14 +33,14 @@ from mechanisms.range_selection import (
     range_error,
     width_k,
 )
-from mechanisms.range_trees import HierarchicalStrategy, balanced_tree, hb, hierarchical, padded_tree, qardaji_branching
-from mechanisms.wavelet import HaarStrategy, haar
+from mechanisms.ranges.trees import HierarchicalStrategy, balanced_tree, hb, hierarchical, padded_tree, qardaji_branching
+from mechanisms.ranges.wavelet import HaarStrategy, haar
 from mechanisms.workload import Block, Term, Workload
-from planner.factorization_family import FACTORIZATION
+from planner.families.factorization import FACTORIZATION
 from planner.families import FAMILIES
 from planner.plan import PlannedMeasurement
 from planner.planner import expected_rmse, plan_workload
-from planner.range_family import RANGE_TREES, RangeTrees
+from planner.families.ranges import RANGE_TREES, RangeTrees
 
 
 def _dense_check(strategy, rng) -> None:

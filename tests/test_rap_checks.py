@@ -20,7 +20,7 @@ from mechanisms.measurement import GAUSSIAN, calibrate
 from mechanisms.noise import RandomSource
 from mechanisms.rap import RAPConfig, RecordCounts, Threshold, ThresholdQueries, ThresholdWorkload, run_rap
 from mechanisms.rap.multilinear import BooleanFunction
-from mechanisms.rap.selection import NoisyTopK, gumbel_scale
+from mechanisms.rap.top_k import NoisyTopK, gumbel_scale
 
 ADULT_N = 48842
 DELTA = 1 / ADULT_N**2

@@ -6,9 +6,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from mechanisms.domain import Domain
 from mechanisms.measurement import GAUSSIAN, calibrate
 from mechanisms.noise import RandomSource

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from mechanisms.domain import Domain
 from mechanisms.rap import Threshold
 from mechanisms.rap.encoding import OneHot, project_block, sparsemax, uniform_relaxed

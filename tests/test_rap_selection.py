@@ -1,4 +1,4 @@
-"""Private selection (mechanisms.rap.selection): Gumbel noise and one-shot top-K.
+"""Private selection (mechanisms.rap.top_k): Gumbel noise and one-shot top-K.
 
 Statistical tests use fixed seeds; each states its false-alarm rate.
 """
@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from mechanisms.noise import RandomSource
-from mechanisms.rap.selection import NoisyTopK, exact_scores, gumbel_scale, standard_gumbel
+from mechanisms.rap.top_k import NoisyTopK, exact_scores, gumbel_scale, standard_gumbel
 
 
 def test_gumbel_distribution():

@@ -20,7 +20,7 @@ from mechanisms.domain import Domain
 from mechanisms.matrices import Identity, Kronecker, Ones
 from mechanisms.measurement import GAUSSIAN, measure
 from mechanisms.noise import RandomSource
-from mechanisms.residual_planner import (
+from mechanisms.residual import (
     ResidualModel,
     ResidualTable,
     downward_closure,
@@ -33,7 +33,7 @@ from mechanisms.residual_planner import (
 )
 from mechanisms.workload import Block, Term, Workload
 from planner.families import Marginals
-from planner.marginal_planner_family import MarginalPlanner, ResidualPlanner
+from planner.families.marginals import MarginalPlanner, ResidualPlanner
 from planner.plan import PlannedMeasurement
 from planner.planner import expected_rmse
 

@@ -14,14 +14,14 @@ import pytest
 
 import dpsql
 from dpsql import cli
-from dpsql import shell as shell_module
+from dpsql.shell import app as shell_module
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.formatting import footer, render
 from dpsql.result import Result
 from dpsql.shell import Shell, demo_database
-from dpsql.shell_input import SqlCompleter, SqlLexer, is_complete
-from dpsql.shell_runner import Cancelled, CancelToken
-from dpsql.shell_schema import describe_tables
+from dpsql.shell.input import SqlCompleter, SqlLexer, is_complete
+from dpsql.shell.runner import Cancelled, CancelToken
+from dpsql.shell.schema import describe_tables
 
 ROWS = 20_000
 # A protected table whose scan takes minutes: something to cancel.

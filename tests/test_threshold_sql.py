@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpsql.backend import DuckDBBackend
+from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from dpsql.errors import NotSupportedError, ProgrammingError
-from dpsql.expressions import MAX_THRESHOLD_CONDITIONS
+from dpsql.sql.expressions import MAX_THRESHOLD_CONDITIONS
 
 CATALOG = Catalog.from_toml(
     """

@@ -5,7 +5,7 @@ import pytest
 
 import dpsql
 from dpsql.catalog import Catalog
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.matrices import Dense
 from mechanisms.measurement import exact_work

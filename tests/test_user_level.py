@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 import dpsql
-from dpsql.backend import DuckDBBackend, bounded_source
+from dpsql.backends import DuckDBBackend
+from dpsql.backends.base import bounded_source
 from dpsql.catalog import Catalog, Table, integer
-from dpsql.compiler import compile_query
+from dpsql.sql.compiler import compile_query
 from dpsql.errors import CatalogError, OperationalError
 from dpsql.ledger import Ledger
 from dpsql.shell import Shell
@@ -384,7 +385,7 @@ def test_the_shell_reports_dropped_rows(visits):
 def test_spark_bounds_exactly_as_duckdb(visits, tmp_path):
     """The transpiled bounding SQL (window, SHA-256, foreign-key join) keeps the same rows in Spark."""
     pytest.importorskip("pyspark")
-    from dpsql.spark_backend import SparkBackend
+    from dpsql.backends.spark import SparkBackend
 
     con, _, catalog = visits
     con.execute("CREATE TABLE orders AS SELECT i AS id, i % 7 AS customer_id, 'new' AS status FROM range(40) t(i)")

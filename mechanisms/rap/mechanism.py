@@ -32,7 +32,7 @@ default rule sets c = T·K so that a measured answer has normalized noise
 `noise_target`: c = noise_target^2 rho n^2 (capped by the workload and by
 `max_measured`), then T = ceil(sqrt(c) / 4) rounds of K = c / T queries.
 noise_target = 0.02 was chosen by simulation on domain-shaped synthetic data
-(`planner.rap_family.synthetic_records`), never on a benchmark dataset; the cap
+(`planner.adaptive.simulation.synthetic_records`), never on a benchmark dataset; the cap
 of 2048 measured queries keeps a CPU run to minutes (raise it on a GPU).
 """
 
@@ -51,7 +51,7 @@ from mechanisms.rap.encoding import OneHot, uniform_relaxed
 from mechanisms.rap.projection import ProjectionConfig, relaxed_projection
 from mechanisms.rap.queries import QuerySet
 from mechanisms.rap.relaxed import RelaxedData
-from mechanisms.rap.selection import NoisyTopK, exact_scores, gumbel_scale
+from mechanisms.rap.top_k import NoisyTopK, exact_scores, gumbel_scale
 from mechanisms.rap.sources import QuerySource
 from mechanisms.workload import Block, Term
 from mechanisms.interruption import checkpoint

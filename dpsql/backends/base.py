@@ -1,0 +1,256 @@
+"""The SQL every backend runs: one scan computing the exact marginals of a plan's cliques.
+
+Raw rows never leave the database: each clique becomes a GROUP BY over the
+binning expressions of the catalog, all cliques of one plan in a single scan
+(GROUPING SETS), and only (bin indices, count) rows come back. The SQL is
+written once, in DuckDB's dialect (`marginal_sql`); an engine that speaks
+another dialect gets it transpiled by sqlglot (`SQLBackend.dialect`).
+
+A table with a privacy unit is bounded in the same scan (`bounded_source`):
+rows without a unit are dropped and each unit keeps at most k rows, ranked by
+ROW_NUMBER() over a SHA-256 of the ledger's secret key and the row's bins.
+
+Only dpsql's SQL runs on a backend's connection. Before the first scan of a table,
+a query that reads no rows checks that the database holds what the catalog
+declares (its failure names what is missing: schema, not data). A scan that then
+fails says one fixed thing (`SCAN_FAILED`), whatever the cause, and the cause goes
+to the data owner's log (logger ``dpsql.scan``): no message can depend on the data.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Protocol
+
+import numpy as np
+import sqlglot
+
+from dpsql.catalog import CATEGORICAL, Column, Table, quote_identifier, quote_string
+from dpsql.errors import OperationalError, ProgrammingError
+
+Clique = tuple[str, ...]
+_UNIT, _RANK = "__dpsql_unit", "__dpsql_rank"
+SCAN_FAILED = (
+    "the measurement failed in the database; nothing was charged (the data owner's log, logger 'dpsql.scan', "
+    "has the cause)"
+)
+log = logging.getLogger("dpsql.scan")
+Relation = Callable[[str], str]  # a table name -> the SQL naming it in the engine
+
+
+class Backend(Protocol):
+    def marginals(self, table: Table, cliques: list[Clique], key: str | None = None) -> dict[Clique, np.ndarray]:
+        """Exact integer counts of each clique's marginal, flattened in clique order.
+
+        `key` is the ledger's secret bounding key, needed for a table with a privacy unit.
+        """
+
+    def dropped_rows(self, table: Table, cap: int) -> int:
+        """Σ over privacy units of min(rows beyond the bound, cap): what bounding drops, capped."""
+
+    def interrupt(self) -> None:
+        """Stop a running scan (called from another thread); may do nothing."""
+
+    def progress(self) -> float:
+        """How far a running scan has got, in percent (-1: unknown)."""
+
+
+def unit_rows_sql(table: Table, relation: Relation = quote_identifier) -> str:
+    """The rows that fit the catalog, with their privacy unit as column `__dpsql_unit`.
+
+    A linked table reaches its unit by joining along its foreign keys; a row whose key
+    finds no row gets no unit, and one whose key finds several counts once per match.
+    """
+    unit = table.unit
+    rows = f"SELECT * FROM {relation(table.name)} WHERE {table.fits_sql()}"
+    if not unit.path:
+        return f"SELECT *, {quote_identifier(unit.column)} AS {_UNIT} FROM ({rows}) AS t"
+    joins, previous = [], "t"
+    for i, hop in enumerate(unit.path, start=1):
+        joins.append(
+            f"JOIN {relation(hop.table)} AS p{i} ON {previous}.{quote_identifier(hop.column)} "
+            f"= p{i}.{quote_identifier(hop.key)}"
+        )
+        previous = f"p{i}"
+    return f"SELECT t.*, {previous}.{quote_identifier(unit.column)} AS {_UNIT} FROM ({rows}) AS t {' '.join(joins)}"
+
+
+def bounded_source(table: Table, key: str | None, relation: Relation = quote_identifier) -> str:
+    """FROM-clause SQL of the rows a measurement counts.
+
+    Without a privacy unit: the rows that fit the catalog. With one: of those, the rows
+    with a unit, at most k per unit, the first k by SHA-256 of (secret key, unit, the bins
+    of every declared column). Rows of a unit with equal bins are interchangeable in every
+    marginal, so the kept histogram is the same on every scan and engine. The choice depends
+    on the unit's own rows only, so one unit changes any histogram by at most k rows.
+    """
+    if table.unit is None:
+        return f"{relation(table.name)} WHERE {table.fits_sql()}"
+    if not key:
+        raise ProgrammingError(f"measuring {table.name!r} needs the ledger's bounding key (it has a privacy unit)")
+    parts = [quote_string(key), f"CAST({_UNIT} AS VARCHAR)"]
+    parts += [f"CAST({c.bin_sql()} AS VARCHAR)" for c in table.columns.values()]
+    ranked = (
+        f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY SHA256(CONCAT_WS('|', {', '.join(parts)}))) "
+        f"AS {_RANK} FROM ({unit_rows_sql(table, relation)}) AS u WHERE {_UNIT} IS NOT NULL"
+    )
+    return f"(SELECT * FROM ({ranked}) AS r WHERE {_RANK} <= {table.unit.bound}) AS bounded"
+
+
+def dropped_rows_sql(table: Table, cap: int, relation: Relation = quote_identifier) -> str:
+    """One row, column `n`: Σ over units of min(rows − k, cap) for units with more than k rows."""
+    k = table.unit.bound
+    per_unit = (
+        f"SELECT {_UNIT}, COUNT(*) AS unit_rows FROM ({unit_rows_sql(table, relation)}) AS u "
+        f"WHERE {_UNIT} IS NOT NULL GROUP BY {_UNIT}"
+    )
+    return (
+        f"SELECT CAST(COALESCE(SUM(LEAST(unit_rows - {k}, {int(cap)})), 0) AS BIGINT) AS n "
+        f"FROM ({per_unit}) AS c WHERE unit_rows > {k}"
+    )
+
+
+def _grouped_raw(column: Column) -> bool:
+    """Whether to group by the column's raw value and bin the groups afterwards.
+
+    Rows of a categorical without `other` hold only declared values (or NULL), so
+    grouping the raw strings gives at most `size` groups, one per bin, and the string
+    CASE runs on those groups instead of on every row. Other columns are binned per
+    row (cheap arithmetic; their raw values are unbounded).
+    """
+    return column.kind == CATEGORICAL and column.other is None
+
+
+def marginal_sql(
+    table: Table, cliques: list[Clique], key: str | None = None, relation: Relation = quote_identifier
+) -> tuple[str, list[str]]:
+    """One scan of the protected table computing every clique's marginal (DuckDB SQL).
+
+    The scan keeps the rows that fit the catalog (bounded per privacy unit with the
+    secret `key`: `bounded_source`), bins each used column (a categorical
+    without `other` is grouped raw and binned per group: `_grouped_raw`) and counts
+    the groups. Returns the SQL and its bin column names; the result has those
+    columns, a grouping id `g` and a count `n` per row, several rows of one bin to
+    be summed. The id has bit (k-1-i) set when the i-th of the k columns is not
+    grouped, as GROUPING() does, spelled with one-argument GROUPING() calls, which
+    every engine has.
+    """
+    source = bounded_source(table, key, relation)
+    used = [table.columns[c] for c in table.columns if any(c in q for q in cliques)]
+    if not used:
+        return f"SELECT 0 AS g, COUNT(*) AS n FROM {source}", []
+    keys = [f"k{i}" for i in range(len(used))]
+    names = [f"b{i}" for i in range(len(used))]
+    scan = ", ".join(
+        f"{quote_identifier(c.name) if _grouped_raw(c) else c.bin_sql()} AS {k}" for c, k in zip(used, keys)
+    )
+    if len(cliques) == 1:  # a plain GROUP BY is cheaper than a single grouping set
+        group, grouping = ", ".join(keys), "0"
+    else:
+        index = {c.name: k for c, k in zip(used, keys)}
+        group = "GROUPING SETS (" + ", ".join("(" + ", ".join(index[a] for a in q) + ")" for q in cliques) + ")"
+        grouping = " + ".join(f"GROUPING({k}) * {1 << (len(keys) - 1 - i)}" for i, k in enumerate(keys))
+    counted = (
+        f"SELECT {', '.join(keys)}, {grouping} AS g, COUNT(*) AS n "
+        f"FROM (SELECT {scan} FROM {source}) GROUP BY {group}"
+    )
+    binned = ", ".join(f"{c.bin_sql(k) if _grouped_raw(c) else k} AS {b}" for c, k, b in zip(used, keys, names))
+    return f"SELECT {binned}, g, n FROM ({counted})", names
+
+
+def decode_marginals(
+    table: Table, cliques: list[Clique], names: list[str], result: dict[str, np.ndarray]
+) -> dict[Clique, np.ndarray]:
+    """Flattened count vectors (clique order) from the columns of `marginal_sql`'s result."""
+    used = [c for c in table.columns if any(c in q for q in cliques)]
+    grouping = np.asarray(result["g"], dtype=np.int64)
+    counts = np.asarray(result["n"], dtype=np.int64)
+    out = {}
+    for q in cliques:
+        mask = sum(1 << (len(names) - 1 - used.index(a)) for a in q)
+        rows = grouping == ((1 << len(names)) - 1 - mask)
+        shape = tuple(table.domain.size_of(a) for a in q)  # clique order, as given
+        vec = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+        if q:
+            idx = tuple(np.asarray(result[names[used.index(a)]], dtype=np.int64)[rows] for a in q)
+            np.add.at(vec, np.ravel_multi_index(idx, shape), counts[rows])
+        else:
+            vec[0] = counts[rows].sum()
+        out[q] = vec
+    return out
+
+
+class SQLBackend:
+    """A backend that runs `marginal_sql`, transpiled from DuckDB to `dialect`.
+
+    A subclass names its engine, its sqlglot `dialect`, the exception types by which
+    the engine refuses or fails a query (`errors`), and implements `fetch`; it may
+    name tables its own way (`relation`).
+    """
+
+    engine = "DuckDB"
+    dialect = "duckdb"
+    errors: tuple[type[Exception], ...] = ()
+
+    def __init__(self) -> None:
+        self._checked: set[tuple[str, str]] = set()
+
+    def relation(self, name: str) -> str:
+        """The SQL naming table `name` in the engine."""
+        return quote_identifier(name)
+
+    def marginals(self, table: Table, cliques: list[Clique], key: str | None = None) -> dict[Clique, np.ndarray]:
+        cliques = list(dict.fromkeys(cliques))
+        if not cliques:
+            return {}
+        self.check(table, key)
+        sql, names = marginal_sql(table, cliques, key, self.relation)
+        result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
+        return decode_marginals(table, cliques, names, result)
+
+    def dropped_rows(self, table: Table, cap: int) -> int:
+        self.check(table, "")
+        sql = dropped_rows_sql(table, cap, self.relation)
+        result = self._run(sql, ["n"], f"counting the rows bounding drops from {table.name!r}")
+        return int(result["n"][0])
+
+    def check(self, table: Table, key: str | None) -> None:
+        """Check, reading no rows, that the engine holds the table and columns the catalog declares
+        (and that binding them works); its failure is about the schema, so its message is shown."""
+        if (table.name.lower(), table.signature()) in self._checked:
+            return
+        sql, _ = marginal_sql(table, [tuple(table.columns)], key or "-", self.relation)
+        if self.dialect != "duckdb":
+            sql = sqlglot.transpile(sql, read="duckdb", write=self.dialect)[0]
+        try:
+            self.fetch(f"SELECT * FROM ({sql}) AS checked LIMIT 0", [])
+        except self.errors as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            log.error("the catalog's table %r does not bind on %s: %s", table.name, self.engine, e)
+            raise OperationalError(
+                f"the database does not hold table {table.name!r} as the catalog declares it ({first}); the data "
+                "owner must fix the catalog or the database; nothing was charged") from None
+        self._checked.add((table.name.lower(), table.signature()))
+
+    def _run(self, sql: str, columns: list[str], what: str, secret: str | None = None) -> dict[str, np.ndarray]:
+        """`fetch` in the engine's dialect. Any failure (nothing is charged yet) raises the one
+        message `SCAN_FAILED`; its cause is logged for the data owner, the secret key blotted out."""
+        if self.dialect != "duckdb":
+            sql = sqlglot.transpile(sql, read="duckdb", write=self.dialect)[0]
+        try:
+            return self.fetch(sql, columns)
+        except self.errors as e:
+            cause = str(e).replace(secret, "<key>") if secret else str(e)
+            log.error("%s on %s failed: %s: %s", what, self.engine, type(e).__name__, cause)
+            raise OperationalError(SCAN_FAILED) from None
+
+    def interrupt(self) -> None:
+        """Stop the running scan, where the engine can."""
+
+    def progress(self) -> float:
+        """How far the running scan has got, in percent (-1: unknown)."""
+        return -1.0
+
+    def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
+        """Run `sql` in the engine; each named result column as an integer array (NULL: any value)."""
+        raise NotImplementedError

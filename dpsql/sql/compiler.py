@@ -1,0 +1,437 @@
+"""SQL over one protected table -> workload blocks + a template for the result.
+
+The compiler accepts one SELECT with COUNT/SUM/AVG aggregates (with FILTER and
+CASE), a WHERE of comparisons with literals, GROUP BY declared columns, and
+HAVING/ORDER BY/LIMIT/OFFSET, which are applied to the noisy answers. Given the
+session's public tables, joins with public lookup tables compile to public maps
+of a declared column (`dpsql.sql.lookups`). Every
+aggregate becomes a `Block` (AVG becomes a SUM block and a COUNT block). The
+rest of the statement becomes a *template*: the same SELECT rewritten to read
+the noisy per-group answers from a small relation, so DuckDB evaluates the
+projections, HAVING, ORDER BY and LIMIT on noisy values only.
+
+Everything else is refused with a ProgrammingError that names the construct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from dpsql.catalog import Catalog, Table
+from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
+from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, literal_value
+from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
+from mechanisms.matrices import Dense, Diagonal
+from mechanisms.workload import Block, Predicate, Term
+
+RESULT_RELATION = "dp_result"
+ROW_ORDER = "__row"
+
+_REFUSED_AGGREGATES = {
+    "Min": "MIN/MAX depend on a single individual's value; use a GROUP BY histogram or a range count instead",
+    "Max": "MIN/MAX depend on a single individual's value; use a GROUP BY histogram or a range count instead",
+    "Quantile": "percentiles are not supported yet; use a GROUP BY histogram of the column",
+    "PercentileCont": "percentiles are not supported yet; use a GROUP BY histogram of the column",
+    "PercentileDisc": "percentiles are not supported yet; use a GROUP BY histogram of the column",
+    "ApproxQuantile": "percentiles are not supported yet; use a GROUP BY histogram of the column",
+    "Median": "the median is not supported yet; use a GROUP BY histogram of the column",
+    "Stddev": "standard deviations are not supported yet; use AVG of the column and of its square",
+    "StddevPop": "standard deviations are not supported yet",
+    "StddevSamp": "standard deviations are not supported yet",
+    "Variance": "variances are not supported yet",
+    "VariancePop": "variances are not supported yet",
+    "ArrayAgg": "collecting raw values would release them; use COUNT/SUM/AVG",
+    "GroupConcat": "collecting raw values would release them; use COUNT/SUM/AVG",
+    "AnyValue": "ANY_VALUE releases a raw value; use COUNT/SUM/AVG",
+    "First": "FIRST releases a raw value; use COUNT/SUM/AVG",
+    "Last": "LAST releases a raw value; use COUNT/SUM/AVG",
+}
+
+
+# DuckDB aggregates that sqlglot parses as anonymous functions (not AggFunc): without this
+# list they slipped through and ran over the noisy result relation, or failed only after
+# the budget was charged. MEAN is DuckDB's AVG, FSUM/SUMKAHAN its SUM, COUNT_STAR its COUNT(*).
+_ANONYMOUS_AGGREGATES = frozenset({
+    "arbitrary", "arg_max_null", "arg_max_nulls_last", "arg_min_null", "arg_min_nulls_last",
+    "bitstring_agg", "combine_aggr", "count_star", "decimal_average", "entropy", "favg", "fsum",
+    "histogram", "histogram_exact", "kahan_sum", "kurtosis_pop", "lttb", "mad", "mean", "product",
+    "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan", "variant_group_object",
+})
+
+
+@dataclass
+class Aggregate:
+    """One aggregate of the query: COUNT or SUM (one block) or AVG (SUM and COUNT blocks)."""
+
+    kind: str  # "count", "sum" or "avg"
+    sql: str
+    blocks: list[Block]
+
+
+@dataclass
+class CompiledQuery:
+    """The blocks of one DP query and how to build its result from their answers."""
+
+    sql: str
+    table: Table
+    groups: list[GroupKey]  # in the user's GROUP BY order
+    aggregates: list[Aggregate]
+    template: exp.Select  # reads RESULT_RELATION
+    output_names: list[str]
+    output_aggregate: list[int | None]  # per output column: index of a bare aggregate
+    blocks: list[Block] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.blocks = [b for a in self.aggregates for b in a.blocks]
+
+    @property
+    def group_by(self) -> tuple[str, ...]:
+        """The group columns of the per-group relation (declared columns by name), in GROUP BY order."""
+        return tuple(k.name for k in self.groups)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the per-group relation: one per combination of group values."""
+        return int(np.prod([len(k.labels) for k in self.groups], dtype=np.int64))
+
+
+def parse_statement(sql: str, dialect: str) -> exp.Expression:
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except ParseError as e:
+        raise ProgrammingError(f"could not parse the SQL: {_first_line(e)}") from None
+    except Exception as e:  # sqlglot raises a few other errors on odd input
+        raise ProgrammingError(f"could not parse the SQL: {e}") from None
+    if len(statements) != 1:
+        raise ProgrammingError(f"expected one statement, found {len(statements)}")
+    return statements[0]
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def referenced_tables(tree: exp.Expression) -> list[str]:
+    return [t.name for t in tree.find_all(exp.Table) if t.name]
+
+
+def compile_query(
+    sql: str, catalog: Catalog, dialect: str = "duckdb", label: str = "", tables: PublicTables | None = None
+) -> CompiledQuery:
+    """Compile one SELECT over a protected table (joined to public lookup tables read from
+    `tables`, if given). Raises ProgrammingError on anything else."""
+    tree = parse_statement(sql, dialect)
+    return compile_tree(tree, sql, catalog, label, tables)
+
+
+def compile_tree(
+    tree: exp.Expression, sql: str, catalog: Catalog, label: str = "", tables: PublicTables | None = None
+) -> CompiledQuery:
+    try:
+        return _compile_select(tree, sql, catalog, label, tables)
+    except OverflowError as e:  # Predicate expansion past MAX_PREDICATE_TERMS
+        raise NotSupportedError(
+            f"the query's conditions are too complex to compile ({e}); split it into simpler "
+            "queries or use fewer OR/NOT branches across different columns"
+        ) from None
+
+
+def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str, tables) -> CompiledQuery:
+    if not isinstance(tree, exp.Select):
+        raise NotSupportedError(
+            f"only SELECT queries can read a protected table (got {tree.key.upper()}); "
+            "protected tables are read-only through dpsql"
+        )
+    if tree.args.get("with") or tree.args.get("with_"):
+        # Checked before the FROM table is resolved, which may name the CTE itself.
+        raise NotSupportedError("WITH (common table expressions) over a protected table is not supported")
+    table, alias = _single_table(tree, catalog)
+    _refuse_constructs(tree)
+    lookups = parse_lookups(tree, table, alias, tables)
+    compiler = ExpressionCompiler(table, alias, lookups)
+    where = compiler.condition(tree.args["where"].this) if tree.args.get("where") else ALWAYS
+    for lookup in lookups:
+        joined = lookup.condition()
+        if joined is not None:  # an INNER join keeps the rows whose value finds a public row
+            where = where.and_(joined)
+    select_items = list(tree.expressions)
+    groups = _group_by(tree, select_items, compiler)
+    layout = group_layout(groups, table.domain)
+
+    aggregates: list[Aggregate] = []
+    index_of: dict[str, int] = {}
+    prefix = f"{label}: " if label else ""
+
+    def aggregate_index(node: exp.Expression) -> int:
+        key = node.sql()
+        if key not in index_of:
+            index_of[key] = len(aggregates)
+            aggregates.append(_compile_aggregate(node, compiler, where, layout, table, prefix))
+        return index_of[key]
+
+    template = tree.copy()
+    template.set("where", None)
+    template.set("group", None)
+    template.set("from_" if "from_" in template.args else "from", None)
+    template.set("joins", None)
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if _is_aggregate_node(node):
+            return exp.column(f"__agg_{aggregate_index(node)}")
+        if isinstance(node, exp.Column):
+            return _rewrite_column(node, compiler, groups, output_aliases)
+        return node
+
+    output_aliases = {e.alias for e in select_items if isinstance(e, exp.Alias)}
+    names, bare = [], []
+    new_items = []
+    for item in select_items:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            raise ProgrammingError(
+                "SELECT * would release raw rows of a protected table; select aggregates "
+                "(COUNT, SUM, AVG) and GROUP BY columns"
+            )
+        inner = item.this if isinstance(item, exp.Alias) else item
+        names.append(item.alias if isinstance(item, exp.Alias) else (
+            item.name if isinstance(item, exp.Column) else item.sql()))
+        new_item = item.transform(rewrite, copy=True)
+        bare.append(aggregate_index(inner) if _is_aggregate_node(inner) else None)
+        if not isinstance(new_item, exp.Alias):
+            new_item = exp.alias_(new_item, names[-1], quoted=True)
+        new_items.append(new_item)
+    template.set("expressions", new_items)
+    if tree.args.get("having"):
+        template.set("having", None)
+        template.set("where", exp.Where(this=tree.args["having"].this.transform(rewrite, copy=True)))
+    if tree.args.get("order"):
+        for ordered in tree.args["order"].expressions:
+            key = ordered.this
+            # An ordinal past the select list would silently bind to the standard-error
+            # columns that result.assemble appends to the template.
+            if isinstance(key, exp.Literal) and not key.is_string and not 1 <= int(literal_value(key)) <= len(select_items):
+                raise ProgrammingError(f"ORDER BY {key.sql()} refers to no select item")
+        template.set("order", tree.args["order"].transform(rewrite, copy=True))
+    else:
+        template.set("order", exp.Order(expressions=[exp.Ordered(this=exp.column(ROW_ORDER))]))
+    template.set("from_" if "from_" in tree.args else "from", exp.From(this=exp.to_table(RESULT_RELATION)))
+    if not aggregates and not groups:
+        raise ProgrammingError(
+            "selecting columns of a protected table without aggregates would release raw rows; "
+            "use COUNT, SUM or AVG (with GROUP BY for per-value answers)"
+        )
+    return CompiledQuery(sql, table, groups, aggregates, template, names, bare)
+
+
+def _source(resolved) -> tuple:
+    """What a resolved column reference names: a declared column or a lookup's attribute."""
+    return getattr(resolved, "source", ("column", resolved.name))
+
+
+def _rewrite_column(node: exp.Column, compiler: ExpressionCompiler, groups: list[GroupKey], aliases) -> exp.Expression:
+    if not node.table and node.name in aliases:
+        return node  # an output alias (ORDER BY n, HAVING n > 5)
+    source = _source(compiler.resolve(node))
+    key = next((k for k in groups if k.source == source), None)
+    if key is None:
+        raise ProgrammingError(
+            f"column {node.sql()!r} is used outside an aggregate but is not in GROUP BY: raw "
+            "values of a protected table cannot be selected; aggregate it or group by it"
+        )
+    return exp.column(key.name, quoted=True)
+
+
+def _single_table(tree: exp.Select, catalog: Catalog) -> tuple[Table, str | None]:
+    from_ = tree.args.get("from_") or tree.args.get("from")
+    if from_ is None:
+        raise ProgrammingError("a DP query needs FROM <protected table>")
+    source = from_.this
+    if not isinstance(source, exp.Table) or not source.name:
+        raise NotSupportedError("subqueries and table functions in FROM are not supported; query a protected table directly")
+    table = catalog.get(source.name)
+    if table is None and tree.args.get("joins"):
+        raise NotSupportedError(
+            "joins with a protected table must read it first: FROM <protected table> [LEFT] JOIN <public table> ON ..."
+        )
+    if table is None:
+        raise ProgrammingError(f"table {source.name!r} is not a protected table in the catalog")
+    if source.args.get("sample"):
+        raise NotSupportedError("TABLESAMPLE is not supported over a protected table; query the whole table")
+    return table, source.alias or None
+
+
+def _refuse_constructs(tree: exp.Select) -> None:
+    if tree.args.get("with") or tree.args.get("with_"):
+        raise NotSupportedError("WITH (common table expressions) over a protected table is not supported")
+    if tree.args.get("distinct"):
+        raise NotSupportedError("SELECT DISTINCT releases raw values; use GROUP BY with COUNT(*)")
+    for key in ("qualify", "sample", "laterals", "pivots", "windows", "connect", "prewhere"):
+        if tree.args.get(key):
+            raise NotSupportedError(f"{key.upper()} is not supported over a protected table")
+    for node in tree.walk():
+        if isinstance(node, exp.Window):
+            raise NotSupportedError("window functions are not supported over a protected table; use GROUP BY")
+        if isinstance(node, (exp.Subquery, exp.Union, exp.Intersect, exp.Except)) or (
+            isinstance(node, exp.Select) and node is not tree
+        ):
+            raise NotSupportedError("subqueries are not supported over a protected table; run them separately")
+        if isinstance(node, exp.AggFunc) and type(node).__name__ in _REFUSED_AGGREGATES:
+            raise NotSupportedError(f"{type(node).__name__.upper()} is not supported: {_REFUSED_AGGREGATES[type(node).__name__]}")
+        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
+            raise NotSupportedError(
+                f"aggregate {node.sql()!r} is not supported; use COUNT, SUM or AVG"
+            )
+        if isinstance(node, exp.Anonymous) and node.name.lower() in {"min", "max", "median", "mode", "quantile"}:
+            raise NotSupportedError(f"{node.name.upper()} is not supported over a protected table")
+        if isinstance(node, exp.Anonymous) and node.name.lower() in _ANONYMOUS_AGGREGATES:
+            raise NotSupportedError(
+                f"aggregate {node.name.upper()} is not supported over a protected table; use COUNT, SUM or AVG"
+            )
+
+
+def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler) -> list[GroupKey]:
+    group = tree.args.get("group")
+    if group is None:
+        return []
+    for key in ("grouping_sets", "cube", "rollup"):
+        if group.args.get(key):
+            raise NotSupportedError(f"GROUP BY {key.upper().replace('_', ' ')} is not supported; run one query per grouping")
+    for g in group.expressions:
+        if isinstance(g, (exp.GroupingSets, exp.Rollup, exp.Cube)):
+            name = {exp.GroupingSets: "GROUPING SETS", exp.Rollup: "ROLLUP", exp.Cube: "CUBE"}[type(g)]
+            raise NotSupportedError(f"GROUP BY {name} is not supported; run one query per grouping")
+    if group.args.get("all"):
+        raise NotSupportedError("GROUP BY ALL is not supported; list the columns")
+    out: list[GroupKey] = []
+    aliases = {e.alias: e.this for e in items if isinstance(e, exp.Alias)}
+    for g in group.expressions:
+        target = g
+        if isinstance(g, exp.Literal) and not g.is_string:
+            value = literal_value(g)
+            if value != int(value):
+                raise ProgrammingError(f"GROUP BY {g.sql()}: a position must be a whole number")
+            k = int(value)
+            if not 1 <= k <= len(items):
+                raise ProgrammingError(f"GROUP BY {k} refers to no select item")
+            target = items[k - 1].this if isinstance(items[k - 1], exp.Alias) else items[k - 1]
+        elif isinstance(g, exp.Column) and not g.table and g.name in aliases and g.name not in compiler.table.columns:
+            target = aliases[g.name]
+        if not isinstance(target, exp.Column):
+            raise NotSupportedError(
+                f"GROUP BY {g.sql()!r}: only declared columns can be grouped by "
+                "(declare a coarser column in the catalog to group by buckets)"
+            )
+        column = compiler.resolve(target)
+        if all(k.source != _source(column) for k in out):
+            key = (
+                column.group_key(f"__lookup_{len(out)}")
+                if hasattr(column, "group_key")
+                else GroupKey(column.name, column.name, column.labels(), None, _source(column))
+            )
+            out.append(key)
+    return out
+
+
+def _is_aggregate_node(node: exp.Expression) -> bool:
+    if isinstance(node, exp.Filter):
+        return isinstance(node.this, exp.AggFunc)
+    return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Filter)
+
+
+def _compile_aggregate(
+    node: exp.Expression,
+    compiler: ExpressionCompiler,
+    where: Condition,
+    layout: tuple[tuple[str, ...], dict[str, np.ndarray]],
+    table: Table,
+    prefix: str,
+) -> Aggregate:
+    condition = where
+    agg = node
+    if isinstance(node, exp.Filter):
+        agg = node.this
+        condition = condition.and_(compiler.condition(node.expression.this))
+    if agg.find(exp.AggFunc) is not agg or any(isinstance(n, exp.AggFunc) for n in agg.walk() if n is not agg):
+        raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
+    arg = agg.this
+    if isinstance(arg, exp.Distinct):
+        raise NotSupportedError(
+            f"{agg.key.upper()}(DISTINCT ...) is not supported: distinct counts have unbounded sensitivity; "
+            "use GROUP BY on a declared column"
+        )
+    label = f"{prefix}{node.sql()}"
+    if isinstance(agg, exp.Count):
+        if isinstance(arg, exp.Star) or arg is None:
+            present = Predicate.constant(1.0)
+        else:
+            present = compiler.value(arg).present
+        return Aggregate("count", label, [_block(label, condition.true * present, layout, table.domain)])
+    value = compiler.value(arg)
+    if value.value is None:
+        raise CatalogError(f"{agg.key.upper()}({arg.sql()}) needs a numeric column or expression")
+    total = _block(f"{label} [sum]" if isinstance(agg, exp.Avg) else label, condition.true * value.value, layout, table.domain)
+    if isinstance(agg, exp.Sum):
+        return Aggregate("sum", label, [total])
+    count = _block(f"{label} [count]", condition.true * value.present, layout, table.domain)
+    return Aggregate("avg", label, [total, count])
+
+
+# Every value a query multiplies counts by is 0 or within these magnitudes: beyond them exact
+# answers grow without bound, and the planner's floating-point error formulas lose their meaning.
+SMALLEST_VALUE, LARGEST_VALUE = 1e-9, 1e15
+
+
+def _check_magnitudes(name: str, coef: float, vectors) -> None:
+    """Refuse a term whose values are not finite, or whose nonzero products leave the allowed range."""
+    if not np.isfinite(coef):
+        raise ProgrammingError(f"{name}: the expression produces values that are not finite numbers")
+    largest, smallest = abs(coef), abs(coef)
+    for v in vectors:
+        v = np.abs(np.asarray(v, dtype=float))
+        if not np.all(np.isfinite(v)):
+            raise ProgrammingError(f"{name}: the expression produces values that are not finite numbers")
+        nonzero = v[v > 0]
+        if nonzero.size == 0:
+            return  # the term is zero
+        largest *= float(nonzero.max())
+        smallest *= float(nonzero.min())
+    if coef != 0 and not (SMALLEST_VALUE <= smallest and largest <= LARGEST_VALUE):
+        raise ProgrammingError(
+            f"{name}: its values reach magnitudes from {smallest:.3g} to {largest:.3g}; they must be 0 or between "
+            f"{SMALLEST_VALUE:g} and {LARGEST_VALUE:g}: rescale the expression"
+        )
+
+
+def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[str, np.ndarray]], domain) -> Block:
+    """Turn a sum of per-attribute products into Kronecker terms with square group factors.
+
+    `layout` is `group_layout`'s: attributes grouped as themselves get square factors,
+    attributes grouped through lookups their mapping times the term's vector.
+    The block's weight in the planner's objective is 1/Δ², Δ its L2 sensitivity
+    (the most one row can change one of its rows), so errors of counts
+    and of sums in other units are compared on one scale.
+    """
+    group_by, mapped = layout
+    terms = []
+    for coef, factors in predicate.factors():
+        _check_magnitudes(name, coef, factors.values())
+        mats = {}
+        for attr, vector in factors.items():
+            if attr in mapped:
+                continue
+            if attr in group_by:
+                if not np.all(vector == 1.0):
+                    mats[attr] = Diagonal(vector)
+            elif not np.all(vector == 1.0):
+                mats[attr] = Dense(vector[None, :])
+        for attr, mapping in mapped.items():
+            mats[attr] = Dense(mapping * factors[attr][None, :] if attr in factors else mapping)
+        terms.append(Term(coef, mats))
+    block = Block(name, group_by, terms, mapped_rows={a: m.shape[0] for a, m in mapped.items()})
+    scale = block.sensitivity(domain, 2)
+    block.weight = 1.0 / scale**2 if scale > 0 else 1.0
+    return block
