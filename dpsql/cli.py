@@ -67,12 +67,11 @@ def _ledger(args: argparse.Namespace) -> int:
 
 
 def _show_ledger(ledger) -> int:
+    from dpsql.budget import Budget
     from dpsql.formatting import render
     from dpsql.result import Result
-    from mechanisms.accounting import Amount
 
-    def amount(cost: float) -> Amount:
-        return Amount.pure(cost) if ledger.noise == "laplace" else Amount.zcdp(cost, ledger.delta)
+    amount = Budget(ledger.noise, ledger.delta).amount
 
     rows = [(c.seq, c.at.strftime("%Y-%m-%d %H:%M:%S"), c.who, c.table, float(f"{amount(c.cost).epsilon:.6g}"),
              float(f"{amount(c.cost).rho:.6g}"), " ".join(c.statement.split())) for c in ledger.charges()]

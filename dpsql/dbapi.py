@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 import duckdb
 
 from dpsql.backends import Backend, DuckDBBackend, make_backend
-from dpsql.budget import checked
+from dpsql.budget import Budget, checked
 from dpsql.catalog import Catalog
 from dpsql.errors import Error, InterfaceError, OperationalError, ProgrammingError
 from dpsql.ledger import Ledger
@@ -25,8 +25,6 @@ from dpsql.result import Result
 from dpsql.session import BudgetStatus, Session
 from dpsql.sql.statements import OBJECTIVE_NAMES, BeginWorkload
 from dpsql.workspace import DataTables, Workspace
-from mechanisms.accounting import epsilon_delta_to_zcdp
-from mechanisms.measurement import GAUSSIAN, LAPLACE
 
 DEFAULT_EPSILON = 1.0
 DEFAULT_DELTA = 1e-9
@@ -133,15 +131,11 @@ def _open(
     workspace: dict | None = None, allowance: tuple[float | None, float | None] = (None, None),
     owner_files: list = (), output_dir: Path | None = None, confined: bool = False,
 ) -> "Connection":
-    if rho is not None and epsilon is not None:
-        raise ProgrammingError("give either epsilon (with delta) or rho, not both")
     for name, value in (("epsilon", epsilon), ("rho", rho), ("query_epsilon", query_epsilon), ("query_rho", query_rho),
                         ("delta", delta)):
         if value is not None:
             checked(name.removeprefix("query_"), value, name)
-    noise = LAPLACE if (delta == 0 and rho is None) else GAUSSIAN
-    delta = 0.0 if noise == LAPLACE else (DEFAULT_DELTA if delta is None else float(delta))
-    total = _in_unit(epsilon, rho, noise, delta)
+    unit, total = Budget.requested(epsilon, delta, rho, DEFAULT_DELTA)
     catalog = Catalog.load(catalog)
     measurer = make_backend(backend, spark)
     try:
@@ -149,8 +143,10 @@ def _open(
     except duckdb.Error as e:
         raise OperationalError(f"cannot open database {database!r}: {e}") from None
     state_path = _state_path(database, state)
-    ledger = _open_ledger(state_path, noise, total, delta, user)
-    ledger.limit = _in_unit(*allowance, ledger.noise, ledger.delta)
+    ledger = _open_ledger(state_path, unit, total, user)
+    allowed_epsilon, allowed_rho = allowance
+    if allowed_epsilon is not None or allowed_rho is not None:
+        ledger.limit = Budget(ledger.noise, ledger.delta).share(allowed_epsilon, allowed_rho)
     names = {t.name.lower(): t.name for t in catalog.tables.values()}
     # Three connections that never see analyst SQL: the scan's, and the one copying public tables
     # into the workspace; the analyst's SQL runs in the workspace, a database of its own.
@@ -163,29 +159,17 @@ def _open(
     return Connection(session, data if con is None else None, OutputFiles(owned, output_dir, confined))
 
 
-def _in_unit(epsilon: float | None, rho: float | None, noise: str, delta: float) -> float | None:
-    """An amount given as ε (at δ) or ρ, in the ledger's unit (None: not given)."""
-    if rho is not None:
-        if noise == LAPLACE:
-            raise ProgrammingError("a pure ε-DP ledger takes amounts as epsilon, not rho")
-        return float(rho)
-    if epsilon is not None:
-        return float(epsilon) if noise == LAPLACE else epsilon_delta_to_zcdp(float(epsilon), delta)
-    return None
-
-
 def _database_files(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The files of the databases attached to the data's DuckDB instance."""
     return [path for (path,) in con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()]
 
 
-def _open_ledger(path: str, noise: str, total: float | None, delta: float, user: str | None) -> Ledger:
+def _open_ledger(path: str, unit: Budget, total: float | None, user: str | None) -> Ledger:
     try:
-        return Ledger(path, noise, total, delta, who=user)
+        return Ledger(path, unit.noise, total, unit.delta, who=user)
     except ProgrammingError as e:
         if total is None and "needs a total budget" in str(e):
-            default = epsilon_delta_to_zcdp(DEFAULT_EPSILON, delta) if noise == GAUSSIAN else DEFAULT_EPSILON
-            return Ledger(path, noise, default, delta, who=user)
+            return Ledger(path, unit.noise, unit.share(DEFAULT_EPSILON), unit.delta, who=user)
         raise
 
 

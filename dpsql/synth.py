@@ -33,6 +33,7 @@ import numpy as np
 
 from dpsql.catalog import Table, quote_identifier, quote_string
 from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
+from dpsql.executor import Release
 from mechanisms.accounting import Amount
 from mechanisms.aim import Progress, aim, workload_candidates
 from mechanisms.measurement import GAUSSIAN
@@ -93,7 +94,7 @@ def synthesize(
     protected = session.catalog.get(table)
     if protected is None:
         raise ProgrammingError(f"{table!r} is not a protected table of the catalog")
-    if session.noise != GAUSSIAN:
+    if session.budget_unit.noise != GAUSSIAN:
         raise NotSupportedError("synthetic data needs a zCDP budget: connect with delta > 0 (not pure ε-DP)")
     if mechanism not in MECHANISMS:
         raise ProgrammingError(f"unknown mechanism {mechanism!r}: use one of {', '.join(MECHANISMS)}")
@@ -109,10 +110,11 @@ def synthesize(
     workload = default_workload(protected, degree, max_cells) if mechanism == "aim" else []
 
     statement = f"SYNTH {protected.name} ({mechanism}, rho={budget:.6g})"
-    session.ledger.check(budget)
-    session.answering(protected)  # earlier generative models load before this release joins the ledger
+    executor = session.executor
+    executor.check_affordable(budget)
+    executor.answering(protected)  # earlier generative models load before this release joins the ledger
     needed = list(workload_candidates(domain, workload)) if mechanism == "aim" else _pairs(domain.attributes)
-    counts = session.backend.marginals(protected, needed, session.bounding_key(protected))
+    counts = executor.backend.marginals(protected, needed, executor.bounding_key(protected))
     marginal = counts.__getitem__
     per_row = budget / protected.contribution**2
     if mechanism == "aim":
@@ -124,17 +126,11 @@ def synthesize(
     partial = out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}")
     try:  # written before the charge: a failed write spends nothing, and nothing is shown until charged
         write_parquet(protected, sample, partial)
-        if session.before_charge is not None:
-            session.before_charge()
-        session.ledger.charge(budget, statement, protected.name, protected.signature(), result.measurements,
-                              detail=mechanism)
+        # charged with its measurements; the graphical model then answers later queries free
+        executor.record([Release(protected, budget, statement, result.measurements, result.model, mechanism)])
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    model = session.model(protected)
-    for m in result.measurements:
-        model.add(m)
-    session.generative[protected.name.lower()].append(result.model)  # later queries: answered free
     try:
         os.replace(partial, out)
     except OSError as e:  # charged: the paid file stays where it was written

@@ -1,0 +1,25 @@
+"""The mathematics of dpsql: domains, linear queries, exact noise, accounting, strategies, models.
+
+It knows nothing of SQL, catalogs or databases (it never imports `planner` or `dpsql`).
+Each module is one concept:
+
+- core types: `domain` (attributes and sizes), `matrices` (implicit linear operators),
+  `workload` (blocks of Kronecker linear queries), `measurement` (a released measurement,
+  and exact release on an integer lattice), `marginals` (the residual-basis algebra);
+- noise and accounting: `noise` (exact discrete Gaussian/Laplace samplers), `accounting`
+  (zCDP ↔ (ε, δ), amounts, the optimal budget split), `analytic_gaussian`, `exponential`
+  (exact exponential mechanism and selection budgets), `interruption` (checkpoints where
+  long computations may be stopped);
+- strategies: `hdmm/` (HDMM's optimizers), `ranges/` (trees, wavelets, their choice),
+  `residual` (ResidualPlanner's residual-basis strategies), `factorization` (the optimal
+  linear strategy, with its dual certificate);
+- models: `reconstruction/` (least squares and the answering model), `pgm/` (graphical
+  models: Private-PGM), `rap/` (relaxed adaptive projection);
+- adaptive mechanisms: `aim`, `mst`, `rap`.
+"""
+
+from mechanisms.domain import Domain
+from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement
+from mechanisms.workload import Block, Term, Workload
+
+__all__ = ["GAUSSIAN", "LAPLACE", "Block", "Domain", "Measurement", "Term", "Workload"]

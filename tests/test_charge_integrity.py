@@ -61,7 +61,7 @@ def test_a_refused_charge_releases_nothing_and_keeps_the_model(people, monkeypat
         monkeypatch.setattr(c.ledger, "charge_all", refused)
         with pytest.raises(BudgetExceededError):
             c.execute("SELECT sex, COUNT(*) FROM people GROUP BY sex")
-        assert c.session.models["people"].measurements == []
+        assert c.session.executor.models["people"].measurements == []
         monkeypatch.undo()
         assert c.execute("SELECT sex, COUNT(*) FROM people GROUP BY sex").result.charged > 0
 
@@ -75,7 +75,7 @@ def test_a_cancelled_statement_keeps_nothing(people):
         with pytest.raises(dpsql.OperationalError):
             c.execute("BEGIN WORKLOAD; SELECT sex, COUNT(*) FROM people GROUP BY sex; "
                       "SELECT COUNT(*) FROM people WHERE age > 30; END WORKLOAD")
-        assert c.ledger.charges() == [] and c.session.models["people"].measurements == []
+        assert c.ledger.charges() == [] and c.session.executor.models["people"].measurements == []
 
 
 def test_a_failing_scan_charges_nothing(people, monkeypatch):

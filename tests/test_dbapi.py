@@ -225,7 +225,7 @@ def test_pure_dp_mode_uses_epsilon(database, tmp_path):
         assert len(cur.fetchall()) == 2
         assert c.budget.spent.epsilon == pytest.approx(0.1)
         assert c.budget.spent.delta == 0
-        assert c.session.noise == "laplace"
+        assert c.session.budget_unit.noise == "laplace"
 
 
 @pytest.mark.parametrize("sql", [

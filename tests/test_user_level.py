@@ -324,7 +324,7 @@ def test_synthetic_data_spends_the_budget_per_unit(visits, tmp_path):
     con, _, catalog = visits
     with dpsql.connect(con=con, catalog=catalog, epsilon=5.0, seed=3) as c:
         report = synthesize(c, "visits", rho=0.09, out_path=tmp_path / "v.parquet", mechanism="mst")
-        measured = [m for m in c.session.model(catalog.get("visits")).measurements]
+        measured = [m for m in c.session.executor.model(catalog.get("visits")).measurements]
         assert report.charged.rho == pytest.approx(0.09) and c.budget.spent.rho == pytest.approx(0.09)
         assert sum(m.cost for m in measured) <= 0.09 / K**2 * (1 + 1e-9)  # run at ρ/k² per row
 

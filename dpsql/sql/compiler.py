@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import sqlglot
+from sqlglot.dialects.dialect import Dialect
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
@@ -100,9 +101,13 @@ class CompiledQuery:
         return int(np.prod([len(k.labels) for k in self.groups], dtype=np.int64))
 
 
-def parse_statement(sql: str, dialect: str) -> exp.Expression:
+def parse_statement(sql: str, dialect: str, tokens: list | None = None) -> exp.Expression:
+    """The one statement of `sql` (parsed from `tokens` when the caller has already tokenized it)."""
     try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        if tokens is None:
+            statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        else:
+            statements = [s for s in Dialect.get_or_raise(dialect).parser().parse(tokens, sql) if s is not None]
     except ParseError as e:
         raise ProgrammingError(f"could not parse the SQL: {_first_line(e)}") from None
     except Exception as e:  # sqlglot raises a few other errors on odd input

@@ -69,20 +69,23 @@ class ProtectedNames:
 
     def reference(self, text: str) -> str | None:
         """The protected table a statement mentions by name (anywhere but inside strings), if any."""
+        return self.scan(text)[0]
+
+    def scan(self, text: str) -> tuple[str | None, list | None]:
+        """(the protected table the statement mentions, its tokens — None if it does not tokenize),
+        so that a DP query is parsed from the same tokens (`dpsql.sql.compiler.parse_statement`)."""
         try:
             tokens = Dialect.get_or_raise(self.dialect).tokenize(text)
         except Exception:  # untokenizable text: fall back to a word scan
-            tokens = None
-        if tokens is None:
             words = re.findall(r"[A-Za-z_][A-Za-z0-9_$]*", text)
-            return next((self.names[w.lower()] for w in words if w.lower() in self.names), None)
+            return next((self.names[w.lower()] for w in words if w.lower() in self.names), None), None
         for tok in tokens:
             if tok.token_type == TokenType.STRING:
                 continue
             for part in re.split(r"[.\s]", tok.text):
                 if part.lower() in self.names:
-                    return self.names[part.lower()]
-        return None
+                    return self.names[part.lower()], tokens
+        return None, tokens
 
 
 def check_public(text: str, duckdb_types: Callable[[str], list[str]], protected: dict[str, str]) -> exp.Expression:

@@ -1,0 +1,317 @@
+"""The executor: plan → scan → release → answer → charge → keep, for compiled DP queries.
+
+It owns what one connection knows about its protected tables: the least-squares model
+of each table's measurements (loaded from the ledger, so earlier answers stay free) and
+the generative models of adaptive releases. A statement goes through these steps:
+
+1. **plan** (`plan`): the blocks no model determines yet are planned per table (data-free,
+   bounded by the planning time budget, `planner.deadline`); blocks a model determines
+   are free;
+2. **scan**: the backend computes the exact marginals of the planned cliques in one scan
+   per table (or an adaptive procedure, AIM or RAP, runs on them);
+3. **release**: exact noise is added, into models apart from the connection's own;
+4. **answer**: every query's result is assembled from those models;
+5. **charge**: the ledger records the charges and the measurements (one atomic entry per
+   table) — whatever failed before this point spent nothing;
+6. **keep**: the models with the new measurements become the connection's.
+
+A charge is therefore only recorded for answers already in hand. `record` is the same
+charge-and-keep step for releases made elsewhere (`dpsql.synth`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from dpsql.backends import Backend, DuckDBBackend
+from dpsql.backends.scan_speed import duckdb_scan_speed
+from dpsql.budget import Budget, Sizing
+from dpsql.catalog import Catalog, Table
+from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
+from dpsql.ledger import Entry, Ledger
+from dpsql.result import Result, aggregate_answers, answered_by, assemble
+from dpsql.sql.compiler import CompiledQuery
+from mechanisms.measurement import Measurement, measure
+from mechanisms.noise import RandomSource
+from mechanisms.pgm import GraphicalModel
+from mechanisms.reconstruction import AnsweringModel, Estimator, LeastSquaresModel
+from mechanisms.workload import Block, Term, Workload
+from planner.adaptive import AIM
+from planner.deadline import Deadline, PlanningCancelled
+from planner.families import split
+from planner.plan import Plan
+from planner.planner import budget_for_accuracy, plan_workload
+from planner.timing import ScanSpeed
+from planner.timing import predict as predict_time
+
+# The default planning time budget (CPU seconds of the planning thread): a base and a share per query.
+PLANNING_SECONDS, PLANNING_SECONDS_PER_QUERY = 1.0, 0.1
+# Charges of these procedures leave a graphical model that later sessions refit from the ledger.
+_REFITTED = {AIM, "mst"}
+
+
+@dataclass
+class Hooks:
+    """How a surface (the shell) takes part in running a statement."""
+
+    # Called right before a statement charges; raising there cancels it with nothing spent.
+    before_charge: Callable[[], None] | None = None
+    # Asked while planning: True stops planning at once (e.g. Ctrl-C in the shell).
+    cancelled: Callable[[], bool] | None = None
+    # Shown progress of long releases (AIM, RAP): called with (fraction done, message).
+    progress: Callable[[float, str], None] | None = None
+
+
+@dataclass(frozen=True)
+class Release:
+    """One table's new measurements (and generative model), released but not yet charged."""
+
+    table: Table
+    cost: float
+    statement: str
+    measurements: list[Measurement]
+    estimator: Estimator | None
+    detail: str
+
+
+class Executor:
+    """Runs compiled DP queries for one connection (see the module docstring)."""
+
+    def __init__(self, catalog: Catalog, ledger: Ledger, backend: Backend, budget: Budget, rng: RandomSource):
+        self.catalog, self.ledger, self.backend, self.budget, self.rng = catalog, ledger, backend, budget, rng
+        self.hooks = Hooks()
+        self.planning_seconds: float | None = None  # None: by the workload's size (`deadline`); 0: no limit
+        self.models: dict[str, LeastSquaresModel] = {}
+        self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
+
+    # --- what is known ------------------------------------------------------------------
+    def model(self, table: Table) -> LeastSquaresModel:
+        """Least squares over every measurement of the table (from the ledger, then this connection's)."""
+        key = table.name.lower()
+        if key not in self.models:
+            stored = self.ledger.measurements(table.name, table.signature())
+            self.models[key] = LeastSquaresModel(table.domain, stored)
+        return self.models[key]
+
+    def answering(self, table: Table) -> AnsweringModel:
+        """Least squares over the measurements, then the table's generative models (AIM, RAP)."""
+        key = table.name.lower()
+        if key not in self.generative:
+            self.generative[key] = self._stored_generative(table)
+        return AnsweringModel(self.model(table), self.generative[key])
+
+    def _stored_generative(self, table: Table) -> list[Estimator]:
+        """The graphical model of earlier AIM/MST releases on the table, refitted from the ledger's marginals.
+
+        (Post-processing of stored measurements. RAP's relaxed data lives only in the session that ran it.)
+        """
+        if not any(c.table == table.name and c.detail in _REFITTED for c in self.ledger.charges()):
+            return []
+        marginals = [m for m in self.model(table).measurements if m.is_marginal and m.clique]
+        return [GraphicalModel.fit(table.domain, marginals)] if marginals else []
+
+    def bounding_key(self, table: Table) -> str | None:
+        """The ledger's secret bounding key for a table with a privacy unit (None: row-level table)."""
+        return None if table.unit is None else self.ledger.bounding_key()
+
+    def rows(self, table: Table) -> float | None:
+        """The table's size as declared public, or as already released (free: post-processing); else None.
+
+        Planning input only: for costing AIM and RAP and predicting scan time."""
+        if table.public_rows is not None:
+            return float(table.public_rows)
+        total = Block("rows", (), [Term(1.0, {})])
+        model = self.answering(table)
+        return max(float(model.answer(total)[0][0]), 1.0) if model.covers(total) else None
+
+    def uncovered(self, queries: list[CompiledQuery], exact: bool = False) -> dict[str, tuple[Table, list, list]]:
+        """Per table: (table, blocks that need measurements, blocks answered free); with `exact`, only
+        blocks least squares determines are free (a generative model does not answer them)."""
+        out: dict[str, tuple[Table, dict[str, Any], list]] = {}
+        for q in queries:
+            table = q.table
+            model = self.model(table) if exact else self.answering(table)
+            _, needed, free = out.setdefault(table.name, (table, {}, []))
+            for b in q.blocks:
+                if model.covers(b):
+                    free.append(b)
+                else:
+                    needed.setdefault(b.fingerprint(table.domain), b)
+        return {name: (t, list(needed.values()), free) for name, (t, needed, free) in out.items()}
+
+    # --- 1. plan --------------------------------------------------------------------------
+    def plan(self, queries: list[CompiledQuery], sizing: Sizing) -> dict[str, tuple[Table, Plan]]:
+        """Plan the not-yet-determined blocks of each table.
+
+        With a budget, it is split across tables optimally; with `max_rmse` instead, each
+        table gets the least budget meeting the target. Reads no data, spends nothing.
+        """
+        try:
+            return self._plan_within(self.deadline(len(queries)), queries, sizing)
+        except PlanningCancelled:
+            raise OperationalError("planning was cancelled; nothing was charged") from None
+
+    def deadline(self, queries: int) -> Deadline:
+        """A statement's planning time budget: `planning_seconds`, or by default `PLANNING_SECONDS`
+        plus `PLANNING_SECONDS_PER_QUERY` per query; the cancellation hook stops it too."""
+        seconds = self.planning_seconds
+        if seconds is None:
+            seconds = PLANNING_SECONDS + PLANNING_SECONDS_PER_QUERY * queries
+        return Deadline(seconds or None, self.hooks.cancelled)
+
+    def _plan_within(self, deadline: Deadline, queries: list[CompiledQuery], sizing: Sizing):
+        noise, delta = self.budget.noise, self.budget.delta
+        pending = self.uncovered(queries, sizing.measure_unmeasured)
+        needing = {name: (t, bs) for name, (t, bs, _) in pending.items() if bs}
+        shares: dict[str, float] = {}
+        if len(needing) == 1 and sizing.max_rmse is None:
+            shares[next(iter(needing))] = sizing.budget
+        elif needing and sizing.max_rmse is None:
+            unit = [self._unit_error(t, bs, sizing.objective, deadline) for t, bs in needing.values()]
+            for name, fraction in zip(needing, split(unit, noise)):
+                shares[name] = sizing.budget * fraction
+        plans = {}
+        for name, (table, blocks, free) in pending.items():
+            workload = Workload(table.domain, blocks)
+            rows = self.rows(table)
+            existing = self.model(table).measurements
+            if not blocks:
+                plan = Plan(noise, delta, [], {}, {}, [], "answered from earlier measurements")
+            elif sizing.max_rmse is not None:
+                try:
+                    _, plan = budget_for_accuracy(workload, sizing.max_rmse, noise, delta, existing,
+                                                  table.contribution, deadline)
+                except ArithmeticError as e:
+                    raise BudgetExceededError(f"an RMSE of at most {sizing.max_rmse:g} is out of reach ({e}); ask "
+                                              "for a larger max_rmse; nothing was charged") from None
+            else:
+                plan = plan_workload(workload, shares[name], noise, delta, existing, sizing.objective, rows=rows,
+                                     contribution=table.contribution, deadline=deadline)
+            if blocks:
+                plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
+            model = self.answering(table)
+            for b in free:
+                plan.expected_rmse[b.name] = float(np.sqrt(np.mean(model.variance(b))))
+                plan.free_source[b.name] = model.source_name(b)
+            plan.free = [b.name for b in free]
+            plans[name] = (table, plan)
+        return plans
+
+    def _scan_speed(self) -> ScanSpeed | None:
+        """The backend's marginal-scan speed, measured on synthetic data (None: not known for this engine)."""
+        return duckdb_scan_speed() if isinstance(self.backend, DuckDBBackend) else None
+
+    def _unit_error(self, table: Table, blocks, objective: str, deadline: Deadline) -> float:
+        plan = plan_workload(Workload(table.domain, blocks), 1.0, self.budget.noise, self.budget.delta, (), objective,
+                             contribution=table.contribution, deadline=deadline)
+        return sum(b.weight * b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
+
+    # --- 2-6. scan, release, answer, charge, keep ------------------------------------------
+    def execute(self, queries: list[CompiledQuery], statement: str, sizing: Sizing) -> list[Result]:
+        """Plan, measure, answer, and only then charge: one result per query (see the module docstring)."""
+        plans = self.plan(queries, sizing)
+        total = sum(plan.cost for _, plan in plans.values())
+        if total > 0:
+            self.check_affordable(total, sizing.max_rmse)
+        releases = [self._release(table, plan, statement) for table, plan in plans.values() if plan.cost > 0]
+        models = {r.table.name.lower(): self._with(r.table, r.measurements, r.estimator) for r in releases}
+        text = "\n".join(plan.explain() for _, plan in plans.values())
+        results = []
+        for q in queries:
+            model = models.get(q.table.name.lower()) or self.answering(q.table)
+            result = assemble(q, aggregate_answers(q, model))
+            result.plan = text
+            result.answered_by = answered_by(q, model)
+            results.append(result)
+        self.record(releases, models)
+        for i, result in enumerate(results):
+            result.charged = total if i == 0 else 0.0
+            result.charge_text = self.charge_text(result.charged)
+        return results
+
+    def _release(self, table: Table, plan: Plan, statement: str) -> Release:
+        """Scan the table and add the plan's noise (an adaptive plan: run its procedure); nothing is shown yet."""
+        if plan.adaptive is not None:
+            run = plan.adaptive
+            self.answering(table)  # loads earlier generative models before this release joins the ledger
+            released = run.procedure.run(
+                table.domain, list(run.blocks), run.share, lambda cliques: self.backend.marginals(table, cliques),
+                self.rng, self.rows(table), self.hooks.progress,
+            )
+            return Release(table, plan.cost, statement, released.measurements, released.estimator,
+                           run.procedure.name)
+        counts = self.backend.marginals(table, [m.clique for m in plan.measurements], self.bounding_key(table))
+        measurements = [pm.release(counts[pm.clique], table.domain, self.budget.noise, self.rng)
+                        for pm in plan.measurements]
+        return Release(table, plan.cost, statement, measurements, None, plan.chosen)
+
+    def _with(self, table: Table, measurements: list, estimator: Estimator | None) -> AnsweringModel:
+        """The table's answering model with new measurements (and a new generative model) added,
+        apart from the connection's own until the charge is recorded."""
+        current = self.answering(table)
+        exact = LeastSquaresModel(table.domain, [*current.exact.measurements, *measurements])
+        return AnsweringModel(exact, [*current.generative, *([estimator] if estimator is not None else [])])
+
+    def record(self, releases: list[Release], models: dict[str, AnsweringModel] | None = None) -> None:
+        """Charge releases (one atomic ledger transaction) and keep their measurements and models.
+
+        `models` are the answering models already built with the releases (else built here)."""
+        if not releases:
+            return
+        if self.hooks.before_charge is not None:
+            self.hooks.before_charge()  # the last point a statement can be cancelled: nothing charged yet
+        self.ledger.charge_all([Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements,
+                                      r.detail) for r in releases])
+        for r in releases:
+            key = r.table.name.lower()
+            model = (models or {}).get(key) or self._with(r.table, r.measurements, r.estimator)
+            self.models[key], self.generative[key] = model.exact, model.generative
+
+    def check_affordable(self, cost: float, max_rmse: float | None = None) -> None:
+        """Refuse (BudgetExceededError) a cost that does not fit in what remains."""
+        if max_rmse is not None and cost > self.ledger.remaining() * (1 + 1e-9):
+            raise BudgetExceededError(
+                f"an RMSE of at most {max_rmse:g} for every query needs {self.budget.amount(cost)}, but only "
+                f"{self.budget.amount(self.ledger.remaining())} remains: impossible within the budget; nothing "
+                "was charged"
+            )
+        self.ledger.check(cost)
+
+    def charge_text(self, charged: float) -> str:
+        remaining = self.budget.amount(self.ledger.status()[2])
+        spent = "no charge (answered from earlier measurements)" if charged == 0 else \
+            f"charged {self.budget.amount(charged)}"
+        return f"{spent}; remaining {remaining}"
+
+    # --- a release outside the planner --------------------------------------------------
+    def dropped_rows(self, table: str, share: float, cap: int | None = None) -> Result:
+        """A charged DP count of the rows that bounding to k rows per privacy unit drops.
+
+        Each unit counts min(rows − k, cap), cap = k by default: a unit's excess is
+        unbounded, so it is capped, and one unit then moves the count by at most cap,
+        the sensitivity the noise is calibrated to (k, like every other measurement of
+        the table). The count is exact when no unit has more than k + cap rows and a
+        lower bound otherwise; cap = 1 counts the units that lost rows. Rows without a
+        unit are not counted. Spends `share`, charged before release.
+        """
+        spec = self.catalog.get(table)
+        if spec is None:
+            raise ProgrammingError(f"{table!r} is not a protected table of the catalog")
+        if spec.unit is None:
+            raise ProgrammingError(f"{spec.name!r} declares no privacy unit: nothing is bounded, nothing dropped")
+        cap = spec.contribution if cap is None else cap
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ProgrammingError(f"cap must be a positive integer, got {cap!r}")
+        self.ledger.check(share)
+        exact = self.backend.dropped_rows(spec, cap)
+        values, cal = measure(np.asarray([exact]), None, self.budget.noise, share, self.rng, cap)
+        self.record([Release(spec, share, f"DROPPED ROWS {spec.name} (cap {cap})", [], None, "dropped rows")])
+        result = Result(["dropped_rows"], [(float(values[0]),)], [(float(np.sqrt(cal.variance)),)], charged=share)
+        result.charge_text = self.charge_text(share)
+        return result
+
+
+__all__ = ["Executor", "Hooks", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]
