@@ -10,6 +10,7 @@ charge). Any error raised before the charge spends nothing.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
@@ -44,6 +45,7 @@ from planner.chart import draw_chart, error_curves
 from planner.plan import TOTAL_SQUARED
 
 DEFAULT_QUERY_EPSILON = 0.1
+COMPILED_CACHE = 256  # compiled statements kept per session
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,10 @@ class Session:
         self.max_rmse: float | None = None
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
-        self._compiled: dict[tuple[str, str, float], CompiledQuery] = {}  # within one `execute`
+        # Compiled DP queries by (text, label, weight): kept across statements (a re-ask compiles nothing)
+        # unless they join public tables, which the workspace may change; those last one `execute`.
+        self._compiled: OrderedDict[tuple[str, str, float], CompiledQuery] = OrderedDict()
+        self._joins: set[tuple[str, str, float]] = set()
         self.protected = ProtectedNames(self.catalog, self.dialect)
 
     # --- what other parts read and set ----------------------------------------------------
@@ -217,13 +222,15 @@ class Session:
             e.partial_results = results
             raise
         finally:
-            self._compiled.clear()
+            for key in self._joins:
+                self._compiled.pop(key, None)
+            self._joins.clear()
         return results
 
     def _validate(self, statements: list) -> None:
         """Compile every DP statement of a script (and guard public ones) before running any,
         so that a bad statement late in a script cannot follow charged ones; the compiled
-        queries are kept for the run (`_compiled`), so each statement is compiled once."""
+        queries are kept (`_compiled`), so each statement is compiled once."""
         queued = None if self._workload is None else len(self._pending)
         for st in statements:
             if isinstance(st, BeginWorkload):
@@ -278,6 +285,7 @@ class Session:
         there (HAVING, ORDER BY, LIMIT on noisy values) surface before anything is charged."""
         key = (sql, label, weight)
         if not params and key in self._compiled:
+            self._compiled.move_to_end(key)
             return self._compiled[key]
         protected, tokens = self.protected.scan(sql)
         tree = parse_statement(sql, self.dialect, tokens)
@@ -298,6 +306,10 @@ class Session:
         assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
         if not params:
             self._compiled[key] = compiled
+            if tree.args.get("joins"):
+                self._joins.add(key)
+            while len(self._compiled) > COMPILED_CACHE:
+                self._compiled.popitem(last=False)
         return compiled
 
     def run_workload(

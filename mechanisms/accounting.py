@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Sequence
 
 __all__ = [
@@ -104,11 +105,12 @@ def _bisect(lo: float, hi: float, below: Callable[[float], bool]) -> tuple[float
     return lo, hi
 
 
+@lru_cache(maxsize=4096)
 def zcdp_to_epsilon(rho: float, delta: float) -> float:
     """Smallest epsilon with zcdp_to_delta(rho, epsilon) <= delta (to ~1e-12 relative).
 
     Rounded towards the valid side: the returned epsilon always satisfies the bound.
-    delta = 0 gives inf for rho > 0.
+    delta = 0 gives inf for rho > 0. Cached: every footer converts the remaining budget.
     """
     _check_rho(rho)
     _check_delta(delta)
@@ -130,6 +132,7 @@ def zcdp_to_epsilon(rho: float, delta: float) -> float:
     return _bisect(lo, hi, too_small)[1]
 
 
+@lru_cache(maxsize=4096)
 def epsilon_delta_to_zcdp(epsilon: float, delta: float) -> float:
     """Largest rho with zcdp_to_delta(rho, epsilon) <= delta (to ~1e-12 relative).
 
