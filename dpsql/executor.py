@@ -143,14 +143,16 @@ class Executor:
         return {name: (t, list(needed.values()), free) for name, (t, needed, free) in out.items()}
 
     # --- 1. plan --------------------------------------------------------------------------
-    def plan(self, queries: list[CompiledQuery], sizing: Sizing) -> dict[str, tuple[Table, Plan]]:
+    def plan(self, queries: list[CompiledQuery], sizing: Sizing, timed: bool = False) -> dict[str, tuple[Table, Plan]]:
         """Plan the not-yet-determined blocks of each table.
 
         With a budget, it is split across tables optimally; with `max_rmse` instead, each
         table gets the least budget meeting the target. Reads no data, spends nothing.
+        `timed` adds the predicted execution time (for EXPLAIN: its speed calibrations run
+        once per process, never on the path of an answer).
         """
         try:
-            return self._plan_within(self.deadline(len(queries)), queries, sizing)
+            return self._plan_within(self.deadline(len(queries)), queries, sizing, timed)
         except PlanningCancelled:
             raise OperationalError("planning was cancelled; nothing was charged") from None
 
@@ -162,7 +164,7 @@ class Executor:
             seconds = PLANNING_SECONDS + PLANNING_SECONDS_PER_QUERY * queries
         return Deadline(seconds or None, self.hooks.cancelled)
 
-    def _plan_within(self, deadline: Deadline, queries: list[CompiledQuery], sizing: Sizing):
+    def _plan_within(self, deadline: Deadline, queries: list[CompiledQuery], sizing: Sizing, timed: bool):
         noise, delta = self.budget.noise, self.budget.delta
         pending = self.uncovered(queries, sizing.measure_unmeasured)
         needing = {name: (t, bs) for name, (t, bs, _) in pending.items() if bs}
@@ -190,7 +192,7 @@ class Executor:
             else:
                 plan = plan_workload(workload, shares[name], noise, delta, existing, sizing.objective, rows=rows,
                                      contribution=table.contribution, deadline=deadline)
-            if blocks:
+            if blocks and timed:
                 plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
             model = self.answering(table)
             for b in free:

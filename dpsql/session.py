@@ -334,7 +334,7 @@ class Session:
             compiled.append(self._compile(sql, label=f"q{i}", weight=weight))
         sizing = self._workload_sizing(begin)
         if begin.explain:
-            return [self._explain_result(self.executor.plan(compiled, sizing))]
+            return [self._explain_result(self.executor.plan(compiled, sizing, timed=True))]
         statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
         return self.executor.execute(compiled, statement, sizing)
 
@@ -352,7 +352,7 @@ class Session:
         if self.protected.reference(sql) is None:
             return self.workspace.run(sql, explain=True)
         compiled = self._compile(sql, weight=weight)
-        return self._explain_result(self.executor.plan([compiled], self._sizing()))
+        return self._explain_result(self.executor.plan([compiled], self._sizing(), timed=True))
 
     def chart(self, script: str, path: str) -> str:
         """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""
