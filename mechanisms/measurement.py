@@ -27,7 +27,8 @@ from mechanisms.noise import (
     discrete_gaussian_vector,
     discrete_laplace_variance,
     discrete_laplace_vector,
-    to_fraction_upper,
+    gaussian_sigma2_upper,
+    laplace_scale_upper,
 )
 
 GAUSSIAN = "gaussian"
@@ -62,10 +63,10 @@ def calibrate(kind: str, sensitivity: float, share: float, granularity: Fraction
     units = sensitivity * (1.0 + _SENSITIVITY_MARGIN) / float(granularity)
     g2 = float(granularity) ** 2
     if kind == GAUSSIAN:
-        scale = to_fraction_upper(units**2 / (2.0 * share))
+        scale = gaussian_sigma2_upper(units**2 / (2.0 * share))
         variance = discrete_gaussian_variance(scale)
     elif kind == LAPLACE:
-        scale = to_fraction_upper(units / share)
+        scale = laplace_scale_upper(units / share)
         variance = discrete_laplace_variance(scale)
     else:
         raise ValueError(f"unknown noise kind {kind!r}")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import mechanisms.noise
 from mechanisms.noise import (
     RandomSource,
     bernoulli_exp,
@@ -23,14 +24,34 @@ from mechanisms.noise import (
     discrete_gaussian_vector,
     discrete_laplace_variance,
     discrete_laplace_vector,
+    gaussian_sigma2_upper,
+    laplace_scale_upper,
     sample_discrete_gaussian,
     sample_discrete_laplace,
     to_fraction_upper,
 )
+from mechanisms.noise import batched
+from mechanisms.noise.exact import GaussianParams
 
 CHI2_ALPHA = 1e-4
 Z_MAX = 4.42  # two-sided normal tail 1e-5
 N = 50_000
+
+
+@pytest.fixture(params=["batched", "scalar"])
+def path(request, monkeypatch) -> str:
+    """Run a vector test through the batched int64 kernels, then through the scalar samplers."""
+    if request.param == "scalar":
+        monkeypatch.setattr(mechanisms.noise, "MIN_BATCH", 10**12)
+    return request.param
+
+
+@pytest.fixture
+def tiny_int64(monkeypatch) -> None:
+    """Shrink the batched kernels' integer bounds so their fallbacks run on ordinary draws:
+    the series continue in the scalar code, proposals and acceptance tests overflow."""
+    monkeypatch.setattr(batched, "_LIMIT", 64)
+    monkeypatch.setattr(batched, "_SQUARE_ROOT_LIMIT", 2**6)
 
 
 def gaussian_pmf(sigma2: float) -> tuple[np.ndarray, np.ndarray]:
@@ -139,10 +160,10 @@ def test_bernoulli_exp_rejects_bad_gamma() -> None:
 
 @pytest.mark.parametrize(
     "sigma2",
-    [Fraction(1, 4), Fraction(4), Fraction(100), to_fraction_upper(2.3**2)],
-    ids=["sigma=0.5", "sigma=2", "sigma=10", "sigma=2.3-rational"],
+    [Fraction(1, 4), Fraction(4), Fraction(100), to_fraction_upper(2.3**2), gaussian_sigma2_upper(2.3**2)],
+    ids=["sigma=0.5", "sigma=2", "sigma=10", "sigma=2.3-rational", "sigma=2.3-calibrated"],
 )
-def test_discrete_gaussian_distribution(sigma2: Fraction) -> None:
+def test_discrete_gaussian_distribution(sigma2: Fraction, path: str) -> None:
     samples = discrete_gaussian_vector(sigma2, N, RandomSource(int(sigma2 * 1000)))
     assert_fits(samples, *gaussian_pmf(float(sigma2)))
     assert_moments(samples, discrete_gaussian_variance(sigma2))
@@ -184,7 +205,7 @@ def test_discrete_gaussian_degenerate_and_invalid() -> None:
     [Fraction(1, 3), Fraction(1), Fraction(5, 2), Fraction(10), to_fraction_upper(0.7)],
     ids=["1/3", "1", "5/2", "10", "0.7-rational"],
 )
-def test_discrete_laplace_distribution(scale: Fraction) -> None:
+def test_discrete_laplace_distribution(scale: Fraction, path: str) -> None:
     samples = discrete_laplace_vector(scale, N, RandomSource(int(scale * 1000)))
     assert_fits(samples, *laplace_pmf(float(scale)))
     assert_moments(samples, discrete_laplace_variance(scale))
@@ -221,9 +242,69 @@ def test_vectors_are_deterministic_and_match_scalars(vector, scalar, param) -> N
     assert a.dtype == np.int64 and a.shape == (500,)
     assert np.array_equal(a, vector(param, 500, RandomSource(11)))
     assert not np.array_equal(a, vector(param, 500, RandomSource(12)))
+    short = mechanisms.noise.MIN_BATCH - 1  # below the batch size: the scalar samplers, draw for draw
     rng = RandomSource(11)
-    assert a.tolist() == [scalar(param, rng) for _ in range(500)]
+    assert vector(param, short, RandomSource(11)).tolist() == [scalar(param, rng) for _ in range(short)]
     assert vector(param, 0, RandomSource(11)).shape == (0,)
+
+
+def test_batched_fallbacks_keep_the_distribution(tiny_int64, monkeypatch) -> None:
+    calls = {"series": 0, "accept": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(batched.exact, "_bern_exp_frac", counted("series", batched.exact._bern_exp_frac))
+    monkeypatch.setattr(GaussianParams, "accept", counted("accept", GaussianParams.accept))
+    sigma2 = Fraction(50)  # t = 8, acceptance test (4|y| - 25)^2 / 1600: every bound is crossed
+    samples = discrete_gaussian_vector(sigma2, 20_000, RandomSource(21)).astype(np.int64)
+    assert calls["series"] > 1000 and calls["accept"] > 1000  # the fallbacks ran, often
+    assert_fits(samples, *gaussian_pmf(50.0))
+    assert_moments(samples, discrete_gaussian_variance(sigma2))
+    scale = Fraction(5, 2)
+    samples = discrete_laplace_vector(scale, 20_000, RandomSource(22)).astype(np.int64)
+    assert_fits(samples, *laplace_pmf(2.5))
+
+
+def test_batched_series_continues_in_scalar_code_past_int64() -> None:
+    d = 2**61  # d * 2 reaches the kernels' bound: every draw past k = 1 finishes in Python integers
+    n = np.full(20_000, d // 2, dtype=np.int64)
+    hits = int(batched._bern_exp_frac(n, d, RandomSource(23)).sum())
+    p = math.exp(-0.5)
+    assert abs(hits - 20_000 * p) / math.sqrt(20_000 * p * (1 - p)) < Z_MAX
+
+
+@pytest.mark.parametrize("m", [2, 3, 200, 2**16 + 1, 2**40 + 3])
+def test_uniform_below_is_uniform(m: int) -> None:
+    draws = batched._below(m, 40_000, RandomSource(m % 1000))
+    assert draws.min() >= 0 and draws.max() < m
+    bins = min(m, 64)
+    counts = np.bincount((draws * bins // m).astype(np.int64), minlength=bins)
+    expected = np.array([(-(-(k + 1) * m // bins)) - (-(-k * m // bins)) for k in range(bins)]) * 40_000 / m
+    assert stats.chisquare(counts, expected).pvalue > CHI2_ALPHA
+
+
+@pytest.mark.parametrize("x", [1e-9, 0.3, 2.3**2, 49.99999, 50.0, 1e4, 1234567.89, 2.0**50, 2.0**60])
+def test_gaussian_sigma2_upper_rounds_up_into_the_batched_kernels(x: float) -> None:
+    sigma2 = gaussian_sigma2_upper(x)
+    assert sigma2 >= Fraction(x)
+    sigma = math.sqrt(x)
+    assert float(sigma2 - Fraction(x)) / x <= (2.0**-25 if sigma >= 1 else 2.0**-26 / sigma) or sigma >= 2**26
+    if x < 2.0**48:  # sigma < 2**24: the int64 kernels apply
+        assert batched.gaussian_fits(GaussianParams.of(sigma2))
+
+
+@pytest.mark.parametrize("x", [1e-9, 0.7, 13.3333, 1e6, 2.0**45])
+def test_laplace_scale_upper_rounds_up_into_the_batched_kernels(x: float) -> None:
+    scale = laplace_scale_upper(x)
+    assert scale >= Fraction(x)
+    assert float(scale - Fraction(x)) / x <= 2.0**-28
+    if x < 2.0**38:
+        assert batched.laplace_fits(scale.numerator, scale.denominator)
 
 
 def test_samplers_default_to_system_randomness() -> None:
