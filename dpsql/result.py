@@ -77,9 +77,8 @@ def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple
         c, vc = model.answer(count_block)
         cov = model.covariance(total_block, count_block)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(c >= 1.0, s / c, np.nan)
-            var = vs / c**2 + s**2 * vc / c**4 - 2 * s * cov / c**3
-        out.append((ratio, np.where(c >= 1.0, np.sqrt(np.maximum(var, 0.0)), np.nan)))
+            var = vs / c**2 + s**2 * vc / c**4 - 2 * s * cov / c**3  # s: the sum around agg.center
+        out.append((agg.average(s, c, 1.0), np.where(c >= 1.0, np.sqrt(np.maximum(var, 0.0)), np.nan)))
     return out
 
 

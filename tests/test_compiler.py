@@ -110,14 +110,12 @@ class Exact:
         return block.matrix(self.table.domain).matvec(self.cache[clique])
 
     def aggregates(self, compiled) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(answer, zero standard error) per aggregate, AVG as SUM / COUNT like result.py."""
+        """(answer, zero standard error) per aggregate, AVG from its centred SUM and COUNT like result.py."""
         out = []
         for agg in compiled.aggregates:
             values = [self.block(b) for b in agg.blocks]
             if agg.kind == "avg":
-                total, count = values
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    values = [np.where(count >= 1, total / np.maximum(count, 1), np.nan)]
+                values = [agg.average(*values, 1)]
             out.append((values[0], np.zeros_like(values[0])))
         return out
 
@@ -656,3 +654,16 @@ def test_property_compiled_blocks_equal_duckdb(con, catalog, generated):
         check_against_duckdb(con, catalog, sql, group_by)
     except NotSupportedError as e:  # predicate expansion limit: a clean refusal is acceptable
         assert "too complex" in str(e)
+
+
+def test_avg_measures_its_sum_around_the_middle_of_the_declared_range(catalog):
+    """AVG(a) for a in [0, 4] measures SUM(a - 2): sensitivity 2, not 4; SUM(a) stays as asked."""
+    domain = catalog.get("t").domain
+    avg = compile_query(dp_sql("SELECT AVG(a) FROM t"), catalog).aggregates[0]
+    assert avg.center == 2.0
+    assert avg.blocks[0].sensitivity(domain, 2) == pytest.approx(2.0)
+    (total,) = compile_query(dp_sql("SELECT SUM(a) FROM t"), catalog).aggregates[0].blocks
+    assert total.sensitivity(domain, 2) == pytest.approx(4.0)
+    # n in [0, 3] is nullable: the middle of its non-NULL values, NULL rows contribute nothing
+    assert compile_query(dp_sql("SELECT AVG(n) FROM t"), catalog).aggregates[0].center == 1.5
+    assert avg.average(np.array([-2.0, 3.0]), np.array([4.0, 0.0]), 1).tolist()[0] == 1.5

@@ -15,6 +15,7 @@ Everything else is refused with a ProgrammingError that names the construct.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,7 +26,7 @@ from sqlglot.errors import ParseError
 
 from dpsql.catalog import Catalog, Table
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
-from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, literal_value
+from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, literal_value
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
 from mechanisms.matrices import Dense, Diagonal
 from mechanisms.workload import Block, Predicate, Term
@@ -67,11 +68,22 @@ _ANONYMOUS_AGGREGATES = frozenset({
 
 @dataclass
 class Aggregate:
-    """One aggregate of the query: COUNT or SUM (one block) or AVG (SUM and COUNT blocks)."""
+    """One aggregate of the query: COUNT or SUM (one block) or AVG (SUM and COUNT blocks).
+
+    An AVG's sum block measures SUM(x - center), `center` the middle of x's declared
+    range: half the sensitivity of SUM(x) when the range is [0, U], and its noise is
+    not multiplied by the mean when divided by the count (`average`).
+    """
 
     kind: str  # "count", "sum" or "avg"
     sql: str
     blocks: list[Block]
+    center: float = 0.0
+
+    def average(self, centered_sum: np.ndarray, count: np.ndarray, least: float) -> np.ndarray:
+        """AVG from its two blocks' answers: center + sum / count where count >= `least`, else NaN."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(count >= least, self.center + centered_sum / count, np.nan)
 
 
 @dataclass
@@ -378,11 +390,46 @@ def _compile_aggregate(
     value = compiler.value(arg)
     if value.value is None:
         raise CatalogError(f"{agg.key.upper()}({arg.sql()}) needs a numeric column or expression")
-    total = _block(f"{label} [sum]" if isinstance(agg, exp.Avg) else label, condition.true * value.value, layout, table.domain)
     if isinstance(agg, exp.Sum):
-        return Aggregate("sum", label, [total])
+        return Aggregate("sum", label, [_block(label, condition.true * value.value, layout, table.domain)])
+    center = _middle_of_range(value, table.domain)
+    centered = value.value - value.present.scale(center) if center else value.value
+    total = _block(f"{label} [sum]", condition.true * centered, layout, table.domain)
     count = _block(f"{label} [count]", condition.true * value.present, layout, table.domain)
-    return Aggregate("avg", label, [total, count])
+    return Aggregate("avg", label, [total, count], center)
+
+
+# Ranges of value expressions over more cells than this are not evaluated (AVG is then not centred).
+_RANGE_CELLS = 1 << 20
+
+
+def _middle_of_range(value: Value, domain) -> float:
+    """The middle of the value's declared range over cells where it is not NULL (0 when unknown).
+
+    Evaluated exactly on the declared domain of the attributes the expression reads
+    (public); an expression over more than `_RANGE_CELLS` cells is not centred.
+    """
+    attributes = sorted(value.value.attributes() | value.present.attributes(), key=domain.attributes.index)
+    if not attributes or math.prod(domain.size_of(a) for a in attributes) > _RANGE_CELLS:
+        return 0.0
+
+    def tensor(predicate: Predicate) -> np.ndarray:
+        out = np.zeros([domain.size_of(a) for a in attributes])
+        for coef, factors in predicate.factors():
+            term = np.asarray(coef, dtype=float)
+            for axis, attribute in enumerate(attributes):
+                if attribute in factors:
+                    shape = [1] * len(attributes)
+                    shape[axis] = -1
+                    term = term * factors[attribute].reshape(shape)
+            out = out + term
+        return out
+
+    values = tensor(value.value)[tensor(value.present) != 0]
+    if not values.size:
+        return 0.0
+    middle = (float(values.min()) + float(values.max())) / 2
+    return middle if abs(middle) >= SMALLEST_VALUE else 0.0
 
 
 # Every value a query multiplies counts by is 0 or within these magnitudes: beyond them exact
