@@ -16,8 +16,10 @@ from typing import Iterable
 
 import numpy as np
 
+from mechanisms.arrays import to_numpy
 from mechanisms.domain import Domain
 from mechanisms.marginals import Clique
+from mechanisms.matrices import Dense, Diagonal
 from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate, query_step
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
@@ -90,16 +92,52 @@ def plan_workload(
     if not allowed:
         raise ValueError(f"no strategy family among {families}")
     deadline = deadline or Deadline()
+    direct = families is None and not existing and _direct_is_optimal(workload.blocks)
+    if direct:
+        allowed = [cls for cls in allowed if cls.name in ESSENTIAL]
     if objective == TOTAL_SQUARED:
         plan = _plan(workload, budget, noise, delta, existing, allowed, contribution, deadline)
-        if families is None and contribution == 1 and not any(b.mapped_rows for b in workload.blocks):
+        if families is None and not direct and contribution == 1 and not any(b.mapped_rows for b in workload.blocks):
             plan = _with_adaptive(plan, workload, budget, rows, deadline)
     else:
         plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution, deadline)
+    if direct:
+        plan.notes.append("one product query with at most one cell per row: measured as asked, which no "
+                          "strategy beats (other families not costed)")
     if deadline.note():
         plan.notes.append(deadline.note())
     plan.planning_seconds = time.perf_counter() - started
     return plan
+
+
+def _direct_is_optimal(blocks: list[Block]) -> bool:
+    """Whether measuring the workload as asked is optimal among all strategies, so no family need be costed.
+
+    True for one block (no lookup rows) of one Kronecker term whose every factor is a
+    single row (any values), or has exactly one nonzero per column and per row, all of one
+    magnitude: a filter or value row, a GROUP BY's identity. Such a factor's rows have
+    disjoint supports, equal weight and no row known to be zero, so measuring it directly
+    attains its factorization bound, and the bound of a Kronecker product is the product
+    of its factors' (gamma-2 is multiplicative under tensor products).
+    """
+    live = [b for b in blocks if b.terms]
+    if len(live) != 1 or len(live[0].terms) != 1 or live[0].mapped_rows:
+        return False
+    for factor in live[0].terms[0].factors.values():
+        if isinstance(factor, Diagonal):
+            entries = np.abs(to_numpy(factor.values))
+        elif isinstance(factor, Dense):
+            array = np.abs(to_numpy(factor.array))
+            if array.shape[0] == 1:
+                continue
+            if (np.count_nonzero(array, axis=0) != 1).any() or (np.count_nonzero(array, axis=1) != 1).any():
+                return False
+            entries = array.max(axis=0)
+        else:
+            return False
+        if not entries.size or not np.allclose(entries, entries[0], rtol=1e-12, atol=0) or entries[0] == 0:
+            return False
+    return True
 
 
 # Costs within this relative distance are ties; a tie goes to the family listed first in FAMILIES.

@@ -7,7 +7,7 @@ from dpsql.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from dpsql.demo_data import PEOPLE_CATALOG_TOML
 from mechanisms.workload import Workload
-from planner.families import PER_QUERY, PerQuery, split
+from planner.families import FAMILIES, PER_QUERY, PerQuery, split
 from planner.plan import MAX_ERROR, TOTAL_SQUARED
 from planner.planner import budget_for_accuracy, expected_rmse, plan_workload
 
@@ -121,3 +121,34 @@ def test_error_budget_chart(tmp_path):
             assert p <= r * (1 + 1e-6)
     path = draw_chart(curves, 0.01, "ρ", tmp_path / "chart.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) FROM people WHERE age BETWEEN 30 AND 39",
+        "SELECT education, COUNT(*) FROM people WHERE age BETWEEN 30 AND 39 GROUP BY education",
+        "SELECT sex, SUM(hours_per_week) FROM people WHERE age >= 40 GROUP BY sex",
+    ],
+)
+def test_one_product_query_is_measured_as_asked_without_costing_other_families(sql):
+    plan = plan_workload(workload(sql), 0.01)
+    assert plan.chosen == PER_QUERY and any("measured as asked" in n for n in plan.notes)
+    # ... and no family would have done better: all of them costed, the same least error.
+    full = plan_workload(workload(sql), 0.01, families=[f.name for f in FAMILIES])
+    least = min(a.total_squared_error for a in full.alternatives)
+    assert min(a.total_squared_error for a in plan.alternatives) == pytest.approx(least, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "queries",
+    [
+        ("SELECT age, SUM(age) FROM people GROUP BY age",),  # unequal weights on one axis: not as asked
+        ("SELECT age, COUNT(*) FROM people WHERE age < 30 GROUP BY age",),  # rows known to be zero
+        ("SELECT sex, COUNT(*) FROM people GROUP BY sex", "SELECT COUNT(*) FROM people WHERE age < 18"),
+        ("SELECT sex, AVG(hours_per_week) FROM people GROUP BY sex",),  # two blocks
+    ],
+)
+def test_other_workloads_cost_every_family(queries):
+    plan = plan_workload(workload(*queries), 0.01)
+    assert not any("measured as asked" in n for n in plan.notes)
