@@ -149,7 +149,7 @@ class Executor:
         With a budget, it is split across tables optimally; with `max_rmse` instead, each
         table gets the least budget meeting the target. Reads no data, spends nothing.
         `timed` adds the predicted execution time (for EXPLAIN: its speed calibrations run
-        once per process, never on the path of an answer).
+        once per machine (`planner.speed_cache`), never on the path of an answer).
         """
         try:
             return self._plan_within(self.deadline(len(queries)), queries, sizing, timed)

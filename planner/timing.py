@@ -6,8 +6,8 @@ A plan runs in three phases after planning (whose time is measured, not predicte
   marginal. Its speed is the backend's (`ScanSpeed`, measured by the caller on
   synthetic data of its own); the table's size must be public or released.
 - **release**: per measurement, the strategy's exact integer answer and the
-  exact noise samples, at per-entry costs measured once per process
-  (`release_speeds`) on synthetic inputs. A strategy's first release also
+  exact noise samples, at per-entry costs measured once per machine
+  (`release_speeds`, kept by `planner.speed_cache`) on synthetic inputs. A strategy's first release also
   reads its entries as exact decimals (cached afterwards); the calibration
   includes that, so repeated releases run faster than predicted.
 - **reconstruction**: the least-squares fit and the answer to every block. Its
@@ -31,6 +31,7 @@ from mechanisms.domain import Domain
 from mechanisms.matrices import Dense
 from mechanisms.measurement import GAUSSIAN, exact_work, measure
 from mechanisms.noise import RandomSource
+from planner.speed_cache import machine_cached
 
 _CALIBRATION_ROWS = 64  # rows of the synthetic strategy timed for exact answers
 
@@ -70,7 +71,11 @@ def _release_seconds(counts, strategy=None) -> float:
 
 @cache
 def release_speeds() -> ReleaseSpeeds:
-    """Measured once per process on synthetic counts and a synthetic dense strategy."""
+    """Measured once per machine (`planner.speed_cache`) on synthetic counts and a synthetic dense strategy."""
+    return machine_cached("release", ReleaseSpeeds, _measure_release_speeds)
+
+
+def _measure_release_speeds() -> ReleaseSpeeds:
     rng = np.random.default_rng(0)
     small, large = rng.integers(0, 1000, 256), rng.integers(0, 1000, 8192)
     t_small = min(_release_seconds(small) for _ in range(3))

@@ -1,7 +1,7 @@
 """How fast DuckDB computes marginals on this machine, measured on synthetic data of our own.
 
 The planner predicts a plan's scan time as s + rows × (a + b × cliques) + c × cells
-(`planner.timing.ScanSpeed`). The constants are fitted once per process from
+(`planner.timing.ScanSpeed`). The constants are fitted once per machine from
 four timed calls of the very code that measures (`DuckDBBackend.marginals`)
 on generated tables in a private in-memory database: nothing is read from a
 protected table, so the prediction costs no privacy.
@@ -17,6 +17,7 @@ import numpy as np
 
 from dpsql.backends import DuckDBBackend
 from dpsql.catalog import Catalog
+from planner.speed_cache import machine_cached
 from planner.timing import ScanSpeed
 
 _ROWS = (200_000, 20_000)  # two table sizes separate the per-query overhead from the per-row cost
@@ -36,7 +37,12 @@ def _timed(backend: DuckDBBackend, table, cliques) -> float:
 
 @cache
 def duckdb_scan_speed() -> ScanSpeed:
-    """Seconds per scan, per row, per row and clique, and per output cell of a DuckDB marginal scan."""
+    """Seconds per scan, per row, per row and clique, and per output cell of a DuckDB marginal scan
+    (measured once per machine, kept by `planner.speed_cache`)."""
+    return machine_cached("duckdb-scan", ScanSpeed, _measure_scan_speed)
+
+
+def _measure_scan_speed() -> ScanSpeed:
     con = duckdb.connect()
     columns = ", ".join(f"(hash(i, {k}) % {n})::INTEGER AS {name}" for k, (name, n) in enumerate(_SIZES.items()))
     catalog = Catalog.from_toml(_CATALOG)
