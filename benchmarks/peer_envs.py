@@ -55,7 +55,7 @@ def run(peer: str, script: Path, request: dict, timeout: float = 3600) -> dict |
     )
     if done.returncode != 0:
         raise RuntimeError(f"{peer} side failed:\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # the reply is the last line
 
 
 if __name__ == "__main__":
