@@ -1,0 +1,65 @@
+"""OpenDP's side of benchmarks.peers, run in OpenDP's own environment (Context API on Polars).
+
+Reads {"csv", "rename", "keys", "bounds", "rho", "draws", "queries"} as JSON on stdin and
+writes {"answers": [draw][query] -> {"k1|k2": value}}. Configuration, as OpenDP documents
+it for zCDP: one `Context.compositor` per draw with `privacy_loss=loss_of(rho=...)`,
+`privacy_unit=unit_of(contributions=1)` and `split_evenly_over=len(queries)`; GROUP BY
+keys released by a right join against the public key set (the declared domain); COUNT is
+`len().dp.noise()`, SUM `fill_null(0).dp.sum(bounds)`, and AVG their ratio within one
+`agg` (`dp.mean` needs a public length, which a filtered, grouped query does not have).
+"""
+
+import itertools
+import json
+import sys
+
+import opendp.prelude as dp
+import polars as pl
+
+dp.enable_features("contrib")
+request = json.load(sys.stdin)
+frame = pl.read_csv(request["csv"]).rename(request["rename"]).lazy()
+
+
+def build(context, query):
+    plan = context.query()
+    for column, low, high in query["where"]:
+        plan = plan.filter((pl.col(column) >= low) & (pl.col(column) <= high))
+    exprs = []
+    if query["kind"] in ("count", "avg"):
+        exprs.append(pl.len().dp.noise().alias("n"))
+    if query["kind"] in ("sum", "avg"):
+        exprs.append(pl.col(query["column"]).fill_null(0).dp.sum(tuple(request["bounds"][query["column"]])).alias("s"))
+    groups = query["groups"]
+    if not groups:
+        return plan.select(*exprs)
+    keys = list(itertools.product(*(request["keys"][g] for g in groups)))
+    public = pl.LazyFrame({g: [k[i] for k in keys] for i, g in enumerate(groups)}, schema={g: pl.Int64 for g in groups})
+    return plan.group_by(*groups).agg(*exprs).join(public, on=groups, how="right")
+
+
+def values(query, frame_out):
+    out = {}
+    for row in frame_out.to_dicts():
+        key = "|".join(str(row[g]) for g in query["groups"])
+        if query["kind"] == "count":
+            value = row["n"]
+        elif query["kind"] == "sum":
+            value = row["s"]
+        else:
+            value = row["s"] / row["n"] if row["n"] and row["n"] > 0 else None
+        out[key] = None if value is None else float(value)
+    return out
+
+
+answers = []
+for _ in range(request["draws"]):
+    context = dp.Context.compositor(
+        data=frame,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(rho=request["rho"]),
+        split_evenly_over=len(request["queries"]),
+        margins=[dp.polars.Margin(by=[], max_length=10 * request["rows"])],
+    )
+    answers.append([values(q, build(context, q).release().collect()) for q in request["queries"]])
+json.dump({"answers": answers}, sys.stdout)

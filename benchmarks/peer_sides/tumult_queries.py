@@ -1,0 +1,57 @@
+"""Tumult Analytics' side of benchmarks.peers, run in Tumult's own environment (Spark, local mode).
+
+Reads the same request as opendp_queries.py and writes the same answers. Configuration,
+as Tumult documents it for zCDP: one `Session.from_dataframe` per draw with
+`RhoZCDPBudget(rho)` and `AddOneRow()`, each query evaluated with an even share
+`RhoZCDPBudget(rho / len(queries))`; GROUP BY over `KeySet.from_dict` of the public keys
+(the declared domain); COUNT `.count()`, SUM `.sum(col, low, high)`, AVG
+`.average(col, low, high)` (Tumult's own sum-and-count average).
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+import pandas as pd  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from tmlt.analytics import AddOneRow, KeySet, QueryBuilder, RhoZCDPBudget, Session  # noqa: E402
+
+request = json.load(sys.stdin)
+spark = (
+    SparkSession.builder.master("local[2]")
+    .config("spark.ui.enabled", "false")
+    .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="tumult-warehouse-"))
+    .getOrCreate()
+)
+spark.sparkContext.setLogLevel("ERROR")
+table = pd.read_csv(request["csv"]).rename(columns=request["rename"])
+frame = spark.createDataFrame(table)
+share = request["rho"] / len(request["queries"])
+
+
+def build(query):
+    plan = QueryBuilder("t")
+    for column, low, high in query["where"]:
+        plan = plan.filter(f"{column} >= {low} AND {column} <= {high}")
+    if query["groups"]:
+        plan = plan.groupby(KeySet.from_dict({g: request["keys"][g] for g in query["groups"]}))
+    if query["kind"] == "count":
+        return plan.count("value")
+    low, high = request["bounds"][query["column"]]
+    if query["kind"] == "sum":
+        return plan.sum(query["column"], low, high, name="value")
+    return plan.average(query["column"], low, high, name="value")
+
+
+answers = []
+for _ in range(request["draws"]):
+    session = Session.from_dataframe(RhoZCDPBudget(request["rho"]), "t", frame, protected_change=AddOneRow())
+    draw = []
+    for query in request["queries"]:
+        rows = session.evaluate(build(query), RhoZCDPBudget(share)).toPandas().to_dict("records")
+        draw.append({"|".join(str(int(r[g])) for g in query["groups"]): float(r["value"]) for r in rows})
+    answers.append(draw)
+print(json.dumps({"answers": answers}))
