@@ -167,7 +167,8 @@ def main() -> None:
             ratio = "" if best is None else f"  dpsql/best {record['ratio_to_best_peer']:.3f}"
             print(f"{name:10} {kind:6} dpsql {systems['dpsql'][kind]:10.2f}  {shown}{ratio}", flush=True)
         print(f"{name:10} seconds: " + ", ".join(f"{p} {s:.1f}" for p, s in seconds.items()), flush=True)
-    RESULTS.write_text(json.dumps(records, indent=1) + "\n")
+    kept = [r for r in (json.loads(RESULTS.read_text()) if RESULTS.exists() else []) if r["workload"] not in args.workloads]
+    RESULTS.write_text(json.dumps(kept + records, indent=1) + "\n")  # other workloads' records are kept
 
 
 if __name__ == "__main__":
