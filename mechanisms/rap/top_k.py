@@ -25,7 +25,6 @@ indices leave this module.
 from __future__ import annotations
 
 import math
-import secrets
 
 import numpy as np
 
@@ -44,20 +43,9 @@ def gumbel_scale(rho_pick: float, sensitivity: float = 1.0) -> float:
     return sensitivity / math.sqrt(2.0 * rho_pick) * (1.0 + _SCALE_MARGIN)
 
 
-def uniform_words(count: int, rng: RandomSource) -> np.ndarray:
-    """`count` uniform 64-bit words: from the OS CSPRNG, or from a seeded source in tests."""
-    if count == 0:
-        return np.zeros(0, dtype=np.uint64)
-    if rng.seeded:
-        data = rng.randbelow(1 << (64 * count)).to_bytes(8 * count, "little")
-    else:
-        data = secrets.token_bytes(8 * count)
-    return np.frombuffer(data, dtype="<u8")
-
-
 def standard_gumbel(count: int, rng: RandomSource) -> np.ndarray:
     """`count` standard Gumbel draws, accurate in both tails (see the module docstring)."""
-    words = uniform_words(2 * count, rng).reshape(count, 2)
+    words = rng.words(2 * count).reshape(count, 2)
     u = (words[:, 0] >> np.uint64(11)).astype(np.float64) * 2.0**-53
     u += (words[:, 1] >> np.uint64(11)).astype(np.float64) * 2.0**-106 + 2.0**-107
     np.minimum(u, 1.0 - 2.0**-53, out=u)  # uniform on (0, 1), fine near 0
