@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dpsql
-import dpsql.session
+import dpsql.executor
 from dpsql.catalog import Catalog
 from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.aim import aim
@@ -170,15 +170,16 @@ def test_least_squares_plan_audit():
 def _memoized_planning(monkeypatch):
     """Plan each workload once: planning reads no data, so reusing a plan changes no output distribution."""
     plans = {}
-    plan_workload = dpsql.session.plan_workload
+    plan_workload = dpsql.executor.plan_workload
 
     def once(workload, *args, **kwargs):
-        key = repr(([b.fingerprint(workload.domain) for b in workload.blocks], args, sorted(kwargs.items())))
+        settings = sorted((k, v) for k, v in kwargs.items() if k != "deadline")  # a fresh object per statement
+        key = repr(([b.fingerprint(workload.domain) for b in workload.blocks], args, settings))
         if key not in plans:
             plans[key] = plan_workload(workload, *args, **kwargs)
         return plans[key]
 
-    monkeypatch.setattr(dpsql.session, "plan_workload", once)
+    monkeypatch.setattr(dpsql.executor, "plan_workload", once)
 
 
 def dbapi_workload(rho, trials, weaken=1.0):
