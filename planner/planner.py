@@ -102,7 +102,7 @@ def plan_workload(
     else:
         plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution, deadline)
     if direct:
-        plan.notes.append("one product query with at most one cell per row: measured as asked, which no "
+        plan.notes.append("a single product query whose rows do not overlap: measured as asked, which no "
                           "strategy beats (other families not costed)")
     if deadline.note():
         plan.notes.append(deadline.note())

@@ -18,7 +18,7 @@ import polars as pl
 
 dp.enable_features("contrib")
 request = json.load(sys.stdin)
-frame = pl.read_csv(request["csv"]).rename(request["rename"]).lazy()
+frame = pl.read_csv(request["csv"], infer_schema_length=None).rename(request["rename"]).lazy()
 
 
 def build(context, query):
@@ -34,7 +34,8 @@ def build(context, query):
     if not groups:
         return plan.select(*exprs)
     keys = list(itertools.product(*(request["keys"][g] for g in groups)))
-    public = pl.LazyFrame({g: [k[i] for k in keys] for i, g in enumerate(groups)}, schema={g: pl.Int64 for g in groups})
+    schema = {g: pl.String if isinstance(request["keys"][g][0], str) else pl.Int64 for g in groups}
+    public = pl.LazyFrame({g: [k[i] for k in keys] for i, g in enumerate(groups)}, schema=schema)
     return plan.group_by(*groups).agg(*exprs).join(public, on=groups, how="right")
 
 

@@ -52,6 +52,6 @@ for _ in range(request["draws"]):
     draw = []
     for query in request["queries"]:
         rows = session.evaluate(build(query), RhoZCDPBudget(share)).toPandas().to_dict("records")
-        draw.append({"|".join(str(int(r[g])) for g in query["groups"]): float(r["value"]) for r in rows})
+        draw.append({"|".join(str(r[g]) for g in query["groups"]): float(r["value"]) for r in rows})
     answers.append(draw)
 print(json.dumps({"answers": answers}))
