@@ -90,6 +90,19 @@ class Predicate:
     def attributes(self) -> set[str]:
         return {a for _, fs in self.terms for a, _ in fs}
 
+    def dense(self, attributes: tuple[str, ...], domain: Domain) -> np.ndarray:
+        """The function's value on every cell of `attributes` (which must hold all it reads), one axis each."""
+        out = np.zeros([domain.size_of(a) for a in attributes])
+        for coef, factors in self.factors():
+            term = np.asarray(coef, dtype=float)
+            for axis, attribute in enumerate(attributes):
+                if attribute in factors:
+                    shape = [1] * len(attributes)
+                    shape[axis] = -1
+                    term = term * factors[attribute].reshape(shape)
+            out = out + term
+        return out
+
 
 @dataclass(frozen=True)
 class Term:

@@ -409,23 +409,10 @@ def _middle_of_range(value: Value, domain) -> float:
     Evaluated exactly on the declared domain of the attributes the expression reads
     (public); an expression over more than `_RANGE_CELLS` cells is not centred.
     """
-    attributes = sorted(value.value.attributes() | value.present.attributes(), key=domain.attributes.index)
+    attributes = domain.canonical(value.value.attributes() | value.present.attributes())
     if not attributes or math.prod(domain.size_of(a) for a in attributes) > _RANGE_CELLS:
         return 0.0
-
-    def tensor(predicate: Predicate) -> np.ndarray:
-        out = np.zeros([domain.size_of(a) for a in attributes])
-        for coef, factors in predicate.factors():
-            term = np.asarray(coef, dtype=float)
-            for axis, attribute in enumerate(attributes):
-                if attribute in factors:
-                    shape = [1] * len(attributes)
-                    shape[axis] = -1
-                    term = term * factors[attribute].reshape(shape)
-            out = out + term
-        return out
-
-    values = tensor(value.value)[tensor(value.present) != 0]
+    values = value.value.dense(attributes, domain)[value.present.dense(attributes, domain) != 0]
     if not values.size:
         return 0.0
     middle = (float(values.min()) + float(values.max())) / 2
