@@ -2,7 +2,8 @@
 
 A calibration (`planner.timing.release_speeds`, `dpsql.backends.scan_speed`) times
 dpsql's own code on synthetic inputs; its result depends on the machine, not on any
-data. It is stored as JSON in `$DPSQL_CACHE_DIR` (default `~/.cache/dpsql`), keyed by
+data. It is stored as JSON in `$DPSQL_CACHE_DIR`, by default the cache directory the shell
+keeps its demo database in (`$XDG_CACHE_HOME/dpsql`, `~/.cache/dpsql` without it), keyed by
 the calibration's name, the host, its CPU count and the Python version, and measured
 again after `MAX_AGE` seconds. A cache that cannot be read or written is ignored.
 """
@@ -25,7 +26,8 @@ T = TypeVar("T")
 
 
 def _path() -> Path:
-    return Path(os.environ.get("DPSQL_CACHE_DIR") or Path.home() / ".cache" / "dpsql") / "speeds.json"
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpsql"
+    return Path(os.environ.get("DPSQL_CACHE_DIR") or default) / "speeds.json"
 
 
 def _key(name: str) -> str:
