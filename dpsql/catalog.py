@@ -93,6 +93,11 @@ class Column:
     ordered: bool = False
     other: str | None = None
 
+    @property
+    def sql_type(self) -> str:
+        """The SQL type clients are shown for this column (catalog introspection)."""
+        return {INTEGER: "BIGINT", NUMERIC: "DOUBLE"}.get(self.kind, "VARCHAR")
+
     # --- shape ----------------------------------------------------------
     @property
     def value_bins(self) -> int:

@@ -178,14 +178,14 @@ def render(result: Result, mode: str = "table", max_rows: int = 0) -> str:
         raise ValueError(f"unknown output mode {mode!r}; use one of {', '.join(MODES)}")
     if result.kind == "explain" and mode in ("table", "markdown"):
         return result.plan or ""
-    if result.kind == "status" and mode in ("table", "markdown"):
+    if result.kind == "status" and len(result.columns) == 2 and mode in ("table", "markdown"):
         return "\n".join(f"{name} = {format_value(value)}" for name, value in result.rows)
     if mode == "csv":
         return _csv(result)
     if mode == "json":
         return _json(result)
     if not result.columns:
-        return "OK"
+        return "OK" if result.rowcount < 0 else f"OK ({result.rowcount} row{'' if result.rowcount == 1 else 's'} changed)"
     rows = result.rows if max_rows <= 0 else result.rows[:max_rows]
     text = _table(result, rows) if mode == "table" else _markdown(result, rows)
     hidden = len(result.rows) - len(rows)

@@ -9,7 +9,7 @@ values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from statistics import NormalDist
 from typing import Any
@@ -29,7 +29,8 @@ class Result:
     """One result set: column names, rows, and the standard error of each DP value.
 
     `stderr` has the shape of `rows`; an entry is None where the column is not
-    a bare DP aggregate (group labels, derived expressions, public queries).
+    a bare DP aggregate (group labels, derived expressions, public queries). A statement
+    that returns no rows (DDL, DML) has no columns, and `rowcount` says what it changed.
     """
 
     columns: list[str]
@@ -42,6 +43,27 @@ class Result:
     types: list[str] = field(default_factory=list)
     answered_by: list[str] = field(default_factory=list)  # the models the DP values come from
     dp: list[bool] = field(default_factory=list)  # per column: DP values (with or without a standard error)
+    command: str = "SELECT"  # the statement's kind (DuckDB's statement type: SELECT, INSERT, CREATE, ...)
+    rowcount: int = -1  # a statement that returns no rows: the rows it changed (-1: not counted)
+
+    def with_stderr_columns(self) -> "Result":
+        """This result with a `<column>_stderr` column after each DP column (NULL where none is claimed)."""
+        if not any(self.dp):
+            return self
+        columns, types, keep = [], [], []
+        for i, name in enumerate(self.columns):
+            columns.append(name)
+            types.append(self.types[i] if i < len(self.types) else "DOUBLE")
+            keep.append(i)
+            if self.dp[i]:
+                columns.append(f"{name}_stderr")
+                types.append("DOUBLE")
+                keep.append(-1 - i)
+        errors = self.stderr or [(None,) * len(self.columns)] * len(self.rows)
+        rows = [tuple(row[k] if k >= 0 else err[-1 - k] for k in keep) for row, err in zip(self.rows, errors)]
+        stderr = [tuple(err[k] if k >= 0 else None for k in keep) for err in errors]
+        return replace(self, columns=columns, rows=rows, stderr=stderr, types=types,
+                       dp=[k >= 0 and self.dp[k] for k in keep])
 
     def ci(self, level: float = 0.95) -> list[tuple]:
         """Normal-approximation confidence intervals (lo, hi) per DP value, None elsewhere."""

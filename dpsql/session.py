@@ -32,6 +32,7 @@ from dpsql.sql.statements import (
     EndWorkload,
     Explain,
     SetOption,
+    ShowOption,
     Sql,
     classify,
     split_statements,
@@ -56,17 +57,22 @@ class BudgetStatus:
 
 
 def _substitute(tree: exp.Expression, params: Sequence[Any] | dict | None) -> exp.Expression:
-    """Bind qmark (?) or named ($name) parameters as literals."""
+    """Bind qmark (?), numbered ($1, as PostgreSQL clients send) or named ($name) parameters as literals."""
     if not params:
         if tree.find(exp.Placeholder):
             raise ProgrammingError("the query has parameters but none were given")
         return tree
-    positional = iter(params) if not isinstance(params, dict) else None
+    values = list(params) if not isinstance(params, dict) else None
+    positional = iter(values or ())
 
     def bind(node):
         if not isinstance(node, exp.Placeholder):
             return node
-        if positional is not None:
+        if values is not None and node.name.isdigit():
+            if not 1 <= int(node.name) <= len(values):
+                raise ProgrammingError(f"parameter ${node.name} was not given")
+            value = values[int(node.name) - 1]
+        elif values is not None:
             try:
                 value = next(positional)
             except StopIteration:
@@ -115,6 +121,8 @@ class Session:
         self.query_share = self.budget_unit.share(query_epsilon, query_rho, default_epsilon=DEFAULT_QUERY_EPSILON)
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
+        self.stderr_columns = False  # SET dpsql.stderr = on: a `<column>_stderr` column after each DP column
+        self.last_charge = 0.0  # what the last statement that read protected data charged
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
         # Compiled DP queries by (text, label, weight): kept across statements (a re-ask compiles nothing)
@@ -122,6 +130,7 @@ class Session:
         self._compiled: OrderedDict[tuple[str, str, float], CompiledQuery] = OrderedDict()
         self._joins: set[tuple[str, str, float]] = set()
         self.protected = ProtectedNames(self.catalog, self.dialect)
+        workspace.declare_protected(list(catalog.tables.values()))
 
     # --- what other parts read and set ----------------------------------------------------
     @property
@@ -183,8 +192,26 @@ class Session:
         elif name == "planning_seconds":
             value = checked("planning_seconds", value, "dpsql.planning_seconds") if value else 0.0
             self.executor.planning_seconds = value
+        elif name == "stderr":
+            self.stderr_columns = bool(value)
         else:
             self.objective = str(value)
+
+    def show(self, name: str) -> Result:
+        """`SHOW dpsql.<name>`: the budget (total, spent, remaining, the last charge) or a setting."""
+        if name == "budget":
+            status = self.budget()
+            rows = [(label, a.epsilon, a.delta, a.rho) for label, a in (
+                ("total", status.total), ("spent", status.spent), ("remaining", status.remaining),
+                ("last_charge", self.amount(self.last_charge)))]
+            return Result(["budget", "epsilon", "delta", "rho"], rows, kind="status",
+                          types=["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE"])
+        values = {"query_epsilon": self.amount(self.query_share).epsilon, "query_rho": self.amount(self.query_share).rho,
+                  "max_rmse": self.max_rmse or 0.0, "objective": self.objective,
+                  "planning_seconds": "auto" if self.executor.planning_seconds is None
+                  else self.executor.planning_seconds,
+                  "stderr": "on" if self.stderr_columns else "off"}
+        return Result([f"dpsql.{name}"], [(values[name],)], kind="status")
 
     def _sizing(self) -> Sizing:
         """How a statement's new measurements are sized: the query share, or an accuracy target."""
@@ -217,7 +244,10 @@ class Session:
             if len(statements) > 1:
                 self._validate(statements)
             for st in statements:
-                results.extend(self._statement(st, params))
+                done = self._statement(st, params)
+                if any(r.kind == "dp" for r in done):
+                    self.last_charge = sum(r.charged for r in done)
+                results.extend(r.with_stderr_columns() if self.stderr_columns else r for r in done)
         except Error as e:  # what earlier statements released (and paid for) stays available
             e.partial_results = results
             raise
@@ -261,7 +291,10 @@ class Session:
             return self.run_workload(queries, begin)
         if isinstance(st, SetOption):
             self.set_option(st.name, st.value)
-            return [Result(["setting", "value"], [(f"dpsql.{st.name}", st.value)], kind="status")]
+            value = ("on" if st.value else "off") if isinstance(st.value, bool) else st.value
+            return [Result(["setting", "value"], [(f"dpsql.{st.name}", value)], kind="status")]
+        if isinstance(st, ShowOption):
+            return [self.show(st.name)]
         if self._workload is not None:
             if isinstance(st, Explain) or params:
                 raise ProgrammingError("inside a workload, list plain SELECT queries without parameters")

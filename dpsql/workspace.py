@@ -12,6 +12,12 @@ public view is re-created here from its definition, which must pass the same
 allowlist as the analyst's own SQL, so a view over a protected table never
 appears. Whatever the analyst creates or changes stays in this workspace and is
 gone when the connection closes: the owner's database is never written.
+
+So that clients' catalog queries (`information_schema`, `pg_catalog`, DBeaver's or
+SQLAlchemy's reflection) see the protected tables, each one has an empty stand-in here
+with its declared columns only (`declare_protected`); statements that name a protected
+table never run here (the session sends them to the DP compiler), so a stand-in is
+only ever read by catalog queries, and it holds no data.
 """
 
 from __future__ import annotations
@@ -23,12 +29,15 @@ from typing import Any, Sequence
 import duckdb
 from sqlglot import exp
 
-from dpsql.catalog import quote_identifier
+from dpsql.catalog import Table, quote_identifier
 from dpsql.errors import Error, IntegrityError, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.sql.public import SANDBOX_CONFIG, check_public
 from dpsql.result import Result
 
 _MAX_VIEW_DEPTH = 16
+# Public statements that return no rows (unless they have a RETURNING clause).
+_NO_ROWS = (exp.Insert, exp.Update, exp.Delete, exp.TruncateTable, exp.Create, exp.Drop, exp.Alter, exp.Transaction,
+            exp.Commit, exp.Rollback)
 # Settings a workspace starts with unless the owner's profile says otherwise ([workspace]): DuckDB's own
 # default memory limit is 80% of the machine, for each analyst's connection.
 WORKSPACE_DEFAULTS = {"memory_limit": "1GB"}
@@ -92,6 +101,18 @@ class Workspace:
             raise OperationalError(f"cannot start the workspace with the profile's settings: {e}") from None
         self._copies = itertools.count()
 
+    def declare_protected(self, tables: Sequence[Table]) -> None:
+        """An empty stand-in for each protected table, with its declared columns (see the module docstring)."""
+        for table in tables:
+            columns = ", ".join(f"{quote_identifier(c.name)} {c.sql_type}{'' if c.nullable else ' NOT NULL'}"
+                                for c in table.columns.values())
+            self.con.execute(f"CREATE TABLE {quote_identifier(table.name)} ({columns})")
+
+    def prepare_for_clients(self, statements: Sequence[str]) -> None:
+        """Run dpsql's own set-up statements here (e.g. the catalog functions PostgreSQL clients call)."""
+        for statement in statements:
+            self.con.execute(statement)
+
     def check(self, sql: str) -> exp.Expression:
         """The statement's tree if the allowlist allows it, else NotSupportedError (see `dpsql.sql.public`)."""
         return check_public(sql, self._statement_types, self.protected)
@@ -108,7 +129,13 @@ class Workspace:
             raise duckdb_error(e) from None
         columns = [d[0] for d in description] if description else []
         types = [str(d[1]) for d in description] if description else []
-        return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types)
+        command = "EXPLAIN" if explain else self._statement_types(sql)[0]
+        if not explain and isinstance(tree, _NO_ROWS) and not tree.args.get("returning"):
+            # DuckDB answers these with a status table: a `Count` column (the rows changed) or `Success`
+            changed = rows[0][0] if columns == ["Count"] and len(rows) == 1 else -1
+            return Result([], [], kind="public", command=command, rowcount=changed)
+        return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types,
+                      command=command)
 
     def prepare(self, tree: exp.Expression) -> duckdb.DuckDBPyConnection:
         """The workspace connection, with the public tables a DP query joins brought in."""
@@ -123,6 +150,7 @@ class Workspace:
             "ON v.database_name = c.database_name AND v.schema_name = c.schema_name AND v.view_name = c.table_name "
             "WHERE NOT c.internal "
             "ORDER BY c.table_name, c.column_index").fetchall()
+        rows = [r for r in rows if r[0].lower() not in self.protected]  # the stand-ins: described by the catalog
         mine = {r[0].lower() for r in rows}
         if self.data is not None:
             kinds = {o.name.lower(): o.kind for o in self.data.objects().values() if self._viewable(o)}

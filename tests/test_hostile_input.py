@@ -506,13 +506,22 @@ def test_statements_that_once_leaked_are_refused(world, sql):
     "SELECT * FROM duckdb_columns()", "SHOW TABLES", "DESCRIBE public_notes",
 ])
 def test_metadata_shows_only_the_workspace(world, sql):
-    """Catalog views answer about the analyst's workspace, which holds no protected table: no size,
-    no statistics, not even the name of a protected table's undeclared column."""
+    """Catalog views answer about the analyst's workspace, where a protected table is an empty stand-in
+    with its declared columns: no size, no statistics, not even the name of an undeclared column."""
     try:
         shown = repr(world.conn.cursor().execute(sql).fetchall())
     except dpsql.NotSupportedError:
         return
-    assert "secret" not in shown and "people" not in shown.replace("people_view", "")
+    assert "secret" not in shown and "people_view" not in shown
+
+
+def test_a_protected_table_appears_to_catalog_queries_as_declared_and_empty(world):
+    cur = world.conn.cursor()
+    cur.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'people' "
+                "ORDER BY ordinal_position")
+    assert [c for (c,) in cur.fetchall()] == list(world.conn.session.catalog.tables["people"].columns)
+    cur.execute("SELECT estimated_size FROM duckdb_tables WHERE table_name = 'people'")
+    assert cur.fetchall() == [(0,)]
 
 def _run_generated(world, count: int) -> int:
     """At least `count` inputs: each hypothesis example, its sqlglot variants, a built AST and mutations."""

@@ -10,7 +10,10 @@ Besides SQL, a script may contain:
 - ``EXPLAIN <query>`` and ``EXPLAIN BEGIN WORKLOAD ...`` — show the plan, spend nothing;
 - ``SET dpsql.<setting> = value`` — ``query_epsilon`` / ``query_rho`` (what a new
   query spends), ``max_rmse`` (size new queries by accuracy instead; 0 turns it
-  off), ``objective``, and ``planning_seconds`` (the planning time budget; 0: none);
+  off), ``objective``, ``planning_seconds`` (the planning time budget; 0: none) and
+  ``stderr`` (``on``: each DP column is followed by a ``<column>_stderr`` column);
+- ``SHOW dpsql.budget`` — total, spent and remaining budget (ε, δ and ρ) and the last
+  statement's charge; ``SHOW dpsql.<setting>`` — a setting's value;
 - a hint ``/*+ WEIGHT(w) */`` in a query gives its errors weight w in the plan.
 """
 
@@ -90,6 +93,11 @@ class SetOption:
 
 
 @dataclass(frozen=True)
+class ShowOption:
+    name: str
+
+
+@dataclass(frozen=True)
 class Explain:
     sql: str
 
@@ -99,14 +107,17 @@ class Sql:
     sql: str
 
 
-Statement = BeginWorkload | EndWorkload | SetOption | Explain | Sql
+Statement = BeginWorkload | EndWorkload | SetOption | ShowOption | Explain | Sql
 
 _BEGIN = re.compile(r"^(EXPLAIN\s+)?BEGIN\s+WORKLOAD\b\s*(.*)$", re.I | re.S)
 _WITH = re.compile(r"^WITH\s*\((.*)\)\s*$", re.I | re.S)
 _END = re.compile(r"^END\s+WORKLOAD\s*$", re.I)
 _SET = re.compile(r"^SET\s+(?:SESSION\s+)?dpsql\.(\w+)\s*(?:=|TO)\s*(.+?)\s*$", re.I | re.S)
+_SHOW = re.compile(r"^SHOW\s+dpsql\.(\w+)\s*$", re.I)
 _EXPLAIN = re.compile(r"^EXPLAIN\s+(.*)$", re.I | re.S)
-_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds"}
+_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds", "stderr"}
+SHOWABLE = _OPTIONS | {"budget"}
+_SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 OBJECTIVE_NAMES = ("total", "max")
 _HINT = re.compile(r"/\*\+\s*WEIGHT\s*(?:\(\s*([^)]*?)\s*\)|=\s*(\S+?))\s*\*/", re.I)
 
@@ -128,9 +139,17 @@ def classify(statement: str) -> Statement:
             raise ProgrammingError(f"unknown setting dpsql.{name}; settable: {', '.join(sorted(_OPTIONS))}")
         if name == "objective":
             return SetOption(name, _objective(m.group(2)))
+        if name == "stderr":
+            return SetOption(name, _switch(m.group(2), f"dpsql.{name}"))
         if name in ("max_rmse", "planning_seconds") and m.group(2).strip().strip("'").lower() in ("0", "off", "none"):
             return SetOption(name, 0.0)
         return SetOption(name, checked(name.removeprefix("query_"), m.group(2), f"dpsql.{name}"))
+    m = _SHOW.match(text)
+    if m:
+        name = m.group(1).lower()
+        if name not in SHOWABLE:
+            raise ProgrammingError(f"unknown setting dpsql.{name}; shown: {', '.join(sorted(SHOWABLE))}")
+        return ShowOption(name)
     m = _EXPLAIN.match(text)
     if m and not re.match(r"^(ANALYZE|ANALYSE)\b", m.group(1), re.I):
         return Explain(m.group(1).strip())
@@ -163,6 +182,13 @@ def _begin(explain: bool, rest: str) -> BeginWorkload:
     return BeginWorkload(
         explain, options.get("epsilon"), options.get("delta"), options.get("rho"), options.get("max_rmse"), objective
     )
+
+
+def _switch(text: str, what: str) -> bool:
+    value = text.strip().strip("'").lower()
+    if value not in _SWITCH:
+        raise ProgrammingError(f"{what} must be on or off, got {text.strip()!r}")
+    return _SWITCH[value]
 
 
 def _objective(text: str) -> str:
