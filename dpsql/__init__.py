@@ -1,6 +1,8 @@
 """dpsql: differentially private SQL that plans a workload's measurements.
 
-`dpsql.connect(...)` returns a PEP 249 connection; see `dpsql.dbapi`.
+`dpsql.connect(...)` returns a PEP 249 connection; see `dpsql.dbapi` (the type objects
+and constructors PEP 249 names are here too). `dpsql.synth.synthesize(conn, table, ...)`
+releases a synthetic copy of a protected table; see `dpsql.synth`.
 """
 
 import os
@@ -11,8 +13,23 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+from dpsql import synth
 from dpsql.catalog import Catalog, categorical, integer, numeric
 from dpsql.dbapi import Connection, Cursor, connect
+from dpsql.dbapi_types import (
+    BINARY,
+    DATETIME,
+    NUMBER,
+    ROWID,
+    STRING,
+    Binary,
+    Date,
+    DateFromTicks,
+    Time,
+    TimeFromTicks,
+    Timestamp,
+    TimestampFromTicks,
+)
 from dpsql.errors import (
     BudgetExceededError,
     CatalogError,
@@ -42,4 +59,6 @@ __all__ = [
     "Warning", "Error", "InterfaceError", "DatabaseError", "DataError", "OperationalError",
     "IntegrityError", "InternalError", "ProgrammingError", "NotSupportedError",
     "CatalogError", "ProfileError", "BudgetExceededError", "apilevel", "threadsafety", "paramstyle", "register",
+    "STRING", "BINARY", "NUMBER", "DATETIME", "ROWID", "Date", "Time", "Timestamp", "DateFromTicks", "TimeFromTicks",
+    "TimestampFromTicks", "Binary", "synth",
 ]

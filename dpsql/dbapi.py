@@ -1,19 +1,25 @@
 """Python DB-API 2.0 (PEP 249): `connect()`, `Connection` and `Cursor`.
 
-A connection opens a DuckDB database and a budget ledger beside it. Cursors
-run SQL: DP answers on protected tables, ordinary SQL on public ones. Each
-result set is also available as `cursor.result` with standard errors
-(`cursor.result.stderr`) and confidence intervals (`cursor.result.ci(0.95)`).
+A connection opens an existing DuckDB database (read-only, so many analysts and
+processes may connect at once) and a budget ledger beside it. Cursors run SQL: DP
+answers on protected tables, ordinary SQL on public ones. Each result set is also
+available as `cursor.result` with standard errors (`cursor.result.stderr`) and
+confidence intervals (`cursor.result.ci(0.95)`), and as a pandas DataFrame
+(`cursor.fetchdf()`) or an Arrow table (`cursor.fetch_arrow_table()`). The
+module-level names PEP 249 asks for (type objects, constructors, exceptions) are
+in `dpsql` itself.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import duckdb
 
+from dpsql import errors
 from dpsql.backends import Backend, DuckDBBackend, make_backend
 from dpsql.budget import Budget, checked
 from dpsql.catalog import Catalog
@@ -30,10 +36,14 @@ DEFAULT_EPSILON = 1.0
 DEFAULT_DELTA = 1e-9
 
 
+def _in_memory(database: str) -> bool:
+    return database in ("", ":memory:") or database.startswith(":memory:")
+
+
 def _state_path(database: str, state: str | None) -> str:
     if state is not None:
         return state
-    if database in ("", ":memory:") or database.startswith(":memory:"):
+    if _in_memory(database):
         return ":memory:"
     return str(Path(database).with_suffix(Path(database).suffix + ".dpsql-state"))
 
@@ -50,7 +60,7 @@ def connect(
     state: str | None = None,
     seed: int | None = None,
     dialect: str = "duckdb",
-    read_only: bool = False,
+    read_only: bool | None = None,
     user: str | None = None,
     con: duckdb.DuckDBPyConnection | None = None,
     backend: str | Backend = "duckdb",
@@ -64,11 +74,13 @@ def connect(
     ``connect(profile="census.toml", analyst="alice")`` (see `dpsql.profile`); the
     profile fixes everything else but ``query_epsilon``/``query_rho`` and ``dialect``.
 
-    The other arguments are the data owner's (and tests'): the budget is ``epsilon``
-    with ``delta`` (zCDP accounting, discrete Gaussian noise; δ defaults to 1e-9), or
-    ``rho`` directly, or ``epsilon`` with ``delta=0`` for pure ε-DP (discrete Laplace
-    noise). With none given, a new ledger gets ε=1, δ=1e-9 and an existing one keeps
-    its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
+    The other arguments are the data owner's (and tests'). ``database`` is an existing
+    DuckDB file (a missing one is an OperationalError) or ``":memory:"``; a file is opened
+    read-only unless ``read_only=False`` (dpsql never writes it: analysts' own tables live
+    in their workspace). The budget is ``epsilon`` with ``delta`` (zCDP accounting,
+    discrete Gaussian noise; δ defaults to 1e-9), or ``rho`` directly, or ``epsilon``
+    with ``delta=0`` for pure ε-DP (discrete Laplace noise). With none given, a new
+    ledger gets ε=1, δ=1e-9 and an existing one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
     query that needs new measurements spends. The ledger lives in ``state`` (default:
     ``<database>.dpsql-state`` beside a file database, in memory otherwise).
     ``seed`` makes the noise reproducible: for tests only (never through a profile).
@@ -80,8 +92,8 @@ def connect(
     if profile is not None:
         given = {"database": database != ":memory:", "catalog": catalog is not None, "epsilon": epsilon is not None,
                  "delta": delta is not None, "rho": rho is not None, "state": state is not None,
-                 "seed": seed is not None, "read_only": read_only, "user": user is not None, "con": con is not None,
-                 "backend": backend != "duckdb", "spark": spark is not None}
+                 "seed": seed is not None, "read_only": read_only is not None, "user": user is not None,
+                 "con": con is not None, "backend": backend != "duckdb", "spark": spark is not None}
         chosen = [name for name, was_given in given.items() if was_given]
         if chosen:
             raise ProgrammingError(f"a profile fixes {', '.join(chosen)}: connect with the profile and an analyst only")
@@ -138,6 +150,11 @@ def _open(
     unit, total = Budget.requested(epsilon, delta, rho, DEFAULT_DELTA)
     catalog = Catalog.load(catalog)
     measurer = make_backend(backend, spark)
+    if con is None and not _in_memory(database) and not Path(database).exists():
+        raise OperationalError(f"database file {database!r} does not exist (dpsql opens the data owner's database; "
+                               "it never creates one)")
+    if read_only is None:
+        read_only = not _in_memory(database)
     try:
         data = con or duckdb.connect(database, read_only=read_only, config=dict(engine or {}))
     except duckdb.Error as e:
@@ -175,6 +192,18 @@ def _open_ledger(path: str, unit: Budget, total: float | None, user: str | None)
 
 class Connection:
     """A DB-API connection with a privacy budget (`budget`) and a session (`session`)."""
+
+    # PEP 249's optional extension: the exceptions as attributes of the connection
+    Warning = errors.Warning
+    Error = errors.Error
+    InterfaceError = errors.InterfaceError
+    DatabaseError = errors.DatabaseError
+    DataError = errors.DataError
+    OperationalError = errors.OperationalError
+    IntegrityError = errors.IntegrityError
+    InternalError = errors.InternalError
+    ProgrammingError = errors.ProgrammingError
+    NotSupportedError = errors.NotSupportedError
 
     def __init__(self, session: Session, data: duckdb.DuckDBPyConnection | None = None,
                  output_files: OutputFiles | None = None):
@@ -279,50 +308,67 @@ class Cursor:
 
     @property
     def result(self) -> Result | None:
-        return self._results[self._index] if self._index < len(self._results) else None
+        """The current result set, with standard errors; None after a statement that returns no rows."""
+        if self._index < len(self._results) and self._results[self._index].columns:
+            return self._results[self._index]
+        return None
 
     @property
-    def description(self):
+    def description(self) -> list[tuple] | None:
+        """A (name, type_code, None, None, None, None, None) tuple per column of the result set
+        (None without one); a type code compares equal to its kind: `dpsql.STRING`, `dpsql.NUMBER`..."""
         r = self.result
-        if r is None or not r.columns:
+        if r is None:
             return None
-        types = r.types or [None] * len(r.columns)
-        return [(name, t, None, None, None, None, None) for name, t in zip(r.columns, types)]
+        return [(name, t, None, None, None, None, None) for name, t in zip(r.columns, _column_types(r))]
 
     @property
     def rowcount(self) -> int:
-        r = self.result
-        return len(r.rows) if r is not None and r.columns else -1
+        """The rows of the result set, or the rows the statement changed; -1 where not known."""
+        if self._index >= len(self._results):
+            return -1
+        r = self._results[self._index]
+        return len(r.rows) if r.columns else r.rowcount
 
     # --- execution -----------------------------------------------------------
     def execute(self, operation: str, parameters: Sequence[Any] | dict | None = None) -> "Cursor":
+        """Run a statement (`?` parameters), or a script of statements: one result set each (`nextset`)."""
         self._check()
         if not isinstance(operation, str):
             raise ProgrammingError("the operation must be a SQL string")
         try:
             results = self.connection.session.execute(operation, parameters)
         except Error as e:  # results of earlier statements of a script stay fetchable
-            self._results, self._index, self._pos = getattr(e, "partial_results", []), 0, 0
+            self._hold(getattr(e, "partial_results", []))
             raise
         except duckdb.Error as e:
+            self._hold([])
             raise OperationalError(str(e).splitlines()[0]) from None
-        self._results, self._index, self._pos = results, 0, 0
+        self._hold(results)
         return self
 
     def executemany(self, operation: str, seq_of_parameters: Iterable[Sequence[Any] | dict]) -> "Cursor":
+        """Run `operation` once per set of parameters; `rowcount` is then the rows changed in all (-1: unknown)."""
         self._check()
-        collected: list[Result] = []
+        self._hold([])
+        total = 0
         for params in seq_of_parameters:
-            collected.extend(self.connection.session.execute(operation, params))
-        self._results, self._index, self._pos = collected[-1:] if collected else [], 0, 0
+            self.execute(operation, params)
+            changed = self._results[-1].rowcount if self._results and not self._results[-1].columns else -1
+            total = total + changed if total >= 0 and changed >= 0 else -1
+        if self._results and not self._results[-1].columns:
+            self._results[-1].rowcount = total
         return self
+
+    def _hold(self, results: list[Result]) -> None:
+        self._results, self._index, self._pos = results, 0, 0
 
     # --- fetching --------------------------------------------------------------
     def _rows(self) -> list[tuple]:
         self._check()
         r = self.result
-        if r is None or not r.columns:
-            raise ProgrammingError("no result set: execute a query first")
+        if r is None:
+            raise ProgrammingError("no result set to fetch: the statement returned no rows (or none ran)")
         return r.rows
 
     def fetchone(self):
@@ -344,6 +390,20 @@ class Cursor:
         out = rows[self._pos :]
         self._pos = len(rows)
         return out
+
+    def fetch_arrow_table(self):
+        """The rest of the result set as a pyarrow Table (the column names and values, as `fetchall`)."""
+        pa = _optional_module("pyarrow", "fetch_arrow_table")
+        rows = self.fetchall()
+        result = self.result
+        values = list(zip(*rows)) if rows else [()] * len(result.columns)
+        arrays = [pa.array(column, type=_arrow_type(pa, t)) for column, t in zip(values, _column_types(result))]
+        return pa.Table.from_arrays(arrays, names=result.columns)
+
+    def fetchdf(self):
+        """The rest of the result set as a pandas DataFrame (the column names and values, as `fetchall`)."""
+        _optional_module("pandas", "fetchdf")
+        return self.fetch_arrow_table().to_pandas()
 
     def nextset(self) -> bool | None:
         """Advance to the next result set (one per query of a workload)."""
@@ -371,3 +431,25 @@ class Cursor:
         if row is None:
             raise StopIteration
         return row
+
+
+def _column_types(result: Result) -> list[str | None]:
+    """The DuckDB type name of each column of a result (None where it has none)."""
+    return [*result.types, *[None] * (len(result.columns) - len(result.types))]
+
+
+def _arrow_type(pa, duckdb_type: str | None):
+    """The Arrow type of a scalar DuckDB type, or None (Arrow infers it from the values)."""
+    return {
+        "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INTEGER": pa.int32(),
+        "BIGINT": pa.int64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
+        "BLOB": pa.binary(), "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"),
+    }.get(duckdb_type or "")
+
+
+def _optional_module(name: str, method: str):
+    """Import an optional dependency of a cursor method, or say how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(f"Cursor.{method}() needs {name}: pip install {name}") from None

@@ -1,5 +1,8 @@
 """DB-API end to end: results with error bars, the ledger, free re-answers, refusals."""
 
+import subprocess
+import sys
+
 import duckdb
 import pytest
 
@@ -72,7 +75,7 @@ def test_answers_are_close_to_the_truth(conn, database):
     cur.execute("SELECT sex, COUNT(*) FROM people WHERE age BETWEEN 18 AND 64 GROUP BY sex")
     noisy = dict(cur.fetchall())
     se = cur.result.stderr[0][1]
-    with duckdb.connect(database) as raw:  # the raw data, read directly (the test owns it)
+    with duckdb.connect(database, read_only=True) as raw:  # the raw data (the test owns it)
         truth = dict(raw.execute("SELECT sex, COUNT(*) FROM people WHERE age BETWEEN 18 AND 64 GROUP BY sex").fetchall())
     for k in truth:
         assert abs(noisy[k] - truth[k]) < 6 * se
@@ -135,7 +138,7 @@ def test_errors_never_charge(conn, database, sql):
     with pytest.raises(dpsql.Error):
         conn.cursor().execute(sql)
     assert conn.budget.spent.rho == before == 0
-    with duckdb.connect(database) as raw:
+    with duckdb.connect(database, read_only=True) as raw:
         assert raw.execute("SELECT COUNT(*) FROM people").fetchone()[0] == ROWS
 
 
@@ -270,3 +273,59 @@ def test_weights_shift_accuracy(conn):
         ["SELECT /*+ WEIGHT(100) */ sex, COUNT(*) FROM people GROUP BY sex", queries[1]], epsilon=0.2, explain=True))
     weighted = measurements(conn.workload(queries, epsilon=0.2, weights=[100, 1], explain=True))
     assert hinted == weighted != even
+
+
+def test_results_as_dataframes_and_arrow_tables(conn):
+    cur = conn.cursor()
+    cur.execute("SELECT sex, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY sex")
+    rows = cur.fetchall()
+    cur.execute("SELECT sex, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY sex")  # free: same answer
+    first = cur.fetchone()
+    table = cur.fetch_arrow_table()  # the rest, as fetchall() would give it
+    assert table.column_names == ["sex", "n", "avg_income"] and table.to_pylist() == [
+        dict(zip(table.column_names, row)) for row in rows[1:]]
+    cur.execute("SELECT sex, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY sex")
+    frame = cur.fetchdf()
+    assert list(frame.columns) == ["sex", "n", "avg_income"]
+    assert [tuple(r) for r in frame.itertuples(index=False)] == rows and first == rows[0]
+    assert str(frame["n"].dtype) == "float64"
+    cur.execute("SELECT * FROM range(0) t(i)")  # no rows: the columns keep their types
+    assert str(cur.fetch_arrow_table().schema.field("i").type) == "int64"
+    cur.execute("CREATE TABLE notes (i INTEGER)")
+    with pytest.raises(dpsql.ProgrammingError, match="no result set"):
+        cur.fetchdf()
+
+
+def test_fetchdf_says_how_to_get_pandas(conn, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
+    cur = conn.cursor().execute("SELECT 1 AS one")
+    with pytest.raises(ImportError, match="pip install pandas"):
+        cur.fetchdf()
+
+
+def test_a_missing_database_is_an_error_not_a_new_file(tmp_path):
+    missing = tmp_path / "nope.duckdb"
+    with pytest.raises(dpsql.OperationalError, match="does not exist"):
+        dpsql.connect(str(missing), catalog=PEOPLE_CATALOG_TOML)
+    assert not missing.exists()
+    with dpsql.connect(":memory:", catalog=PEOPLE_CATALOG_TOML) as conn:  # in memory: allowed
+        assert conn.cursor().execute("SELECT 1").fetchall() == [(1,)]
+
+
+def test_file_databases_open_read_only_so_many_can_connect(database, tmp_path):
+    state = str(tmp_path / "state")
+    reader = "import dpsql; dpsql.connect({!r}, catalog={!r}, state={!r}).close()".format(
+        database, PEOPLE_CATALOG_TOML, state)
+    with dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, epsilon=1.0, state=state) as first, \
+            dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, state=state) as second, \
+            duckdb.connect(database, read_only=True) as raw:
+        subprocess.run([sys.executable, "-c", reader], check=True, timeout=120)  # another process, meanwhile
+        assert raw.execute("SELECT COUNT(*) FROM people").fetchone()[0] == ROWS
+        assert first.budget.total.rho == second.budget.total.rho
+    with dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, state=state, read_only=False) as owner:
+        assert owner.cursor().execute("SELECT 1").fetchall() == [(1,)]
+
+
+def test_import_dpsql_gives_synth():
+    check = "import dpsql; assert dpsql.synth.synthesize.__module__ == 'dpsql.synth'"
+    subprocess.run([sys.executable, "-c", check], check=True, timeout=120)  # a fresh interpreter
