@@ -59,9 +59,12 @@ Columns, marginals and built-in correlations
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import duckdb
 
-__all__ = ["create_people_table", "PEOPLE_CATALOG_TOML"]
+__all__ = ["create_people_table", "write_people_database", "PEOPLE_CATALOG_TOML"]
 
 PEOPLE_CATALOG_TOML: str = """\
 [tables.people]
@@ -288,3 +291,19 @@ def create_people_table(con: duckdb.DuckDBPyConnection, rows: int = 1_000_000,
         raise ValueError("table must be a non-empty string")
     con.execute(f"CREATE OR REPLACE TABLE {_quote_ident(table)} AS "
                 + _people_sql(rows, seed))
+
+
+def write_people_database(path: str | os.PathLike, rows: int = 1_000_000) -> None:
+    """Write the ``people`` table into the DuckDB file ``path`` (replacing it), all or nothing.
+
+    The file is built under a temporary name beside ``path`` and renamed into
+    place, so a half-written database is never found there.
+    """
+    path = Path(path)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    try:
+        with duckdb.connect(str(partial)) as con:
+            create_people_table(con, rows=rows)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)

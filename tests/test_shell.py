@@ -206,6 +206,132 @@ def test_script_stops_at_the_first_error(conn):
     assert "SELECT 1" not in out.getvalue() and err.getvalue().count("error:") == 1
 
 
+# --- files: .read and .import -------------------------------------------------------------------
+
+def test_read_runs_a_file_and_stops_at_its_first_error(conn, tmp_path):
+    shell, out, err = make_shell(conn)
+    script = tmp_path / "script.sql"
+    script.write_text(".mode csv\nSELECT 6 * 7 AS answer;\nCREATE TABLE t AS\nSELECT 1 AS x;\n")
+    assert shell.handle(f".read {script}")
+    assert "answer\n42" in out.getvalue() and shell.mode == "csv"
+    assert shell.handle("SELECT x FROM t;")
+    script.write_text("SELECT 1 AS one;\nSELECT * FROM people;\nSELECT 2 AS two;\n")
+    assert not shell.handle(f".read {script}")  # a script that reads it stops here too
+    assert "one" in out.getvalue() and "two" not in out.getvalue()
+    assert err.getvalue().count("error:") == 1
+    loop = tmp_path / "loop.sql"
+    loop.write_text(f".read {loop}\n")
+    assert not shell.handle(f".read {loop}")
+    assert "already being read" in err.getvalue()
+    assert shell.run_lines(io.StringIO(f".read {script}\nSELECT 3 AS three;\n")) == 1
+    assert "three" not in out.getvalue()
+
+
+def test_import_loads_a_csv_into_a_public_table(conn, tmp_path):
+    shell, out, err = make_shell(conn)
+    (tmp_path / "towns.csv").write_text("town,pop\nBergen,285000\nCusco,430000\n")
+    (tmp_path / "more.csv").write_text("pop,town\n1,Nowhere\n")
+    assert shell.handle(f".import {tmp_path / 'towns.csv'} towns")
+    assert shell.handle(f".import '{tmp_path / 'more.csv'}' towns")  # appended by column name
+    assert "2 rows imported into towns" in out.getvalue() and "1 row imported into towns" in out.getvalue()
+    assert conn.execute("SELECT town, pop FROM towns ORDER BY pop").fetchall() == [
+        ("Nowhere", 1), ("Bergen", 285000), ("Cusco", 430000)]
+    (tmp_path / "cities.csv").write_text("pop,city\n1,Nowhere\n")
+    assert shell.handle(f".import {tmp_path / 'cities.csv'} cities")  # the owner's public table: its workspace copy
+    assert conn.execute("SELECT COUNT(*) FROM cities").fetchall() == [(3,)]
+    assert "towns" in [t.name for t in shell.tables()]
+    (tmp_path / "bad.csv").write_text("a,b\n1,2,3\n")
+    for bad in (f".import {tmp_path / 'towns.csv'} people", f".import {tmp_path / 'towns.csv'} PEOPLE",
+                f".import {tmp_path / 'towns.csv'} main.people", f".import {tmp_path / 'bad.csv'} t",
+                f".import {tmp_path / 'nope.csv'} t", f".import {tmp_path / 'towns.csv'}", ".import 'open t"):
+        assert not shell.handle(bad), bad
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 7 and all(line.startswith("error: ") for line in lines)
+    assert "protected table" in lines[0] and "protected table" in lines[1] and "CSV parse error" in lines[3]
+
+
+def test_read_and_import_refuse_the_owners_files(files, tmp_path):
+    database, catalog = files
+    state = tmp_path / "state"
+    conn = dpsql.connect(database, catalog=catalog, epsilon=1.0, state=str(state), seed=3)
+    shell, _, err = make_shell(conn)
+    conn.execute("SELECT COUNT(*) FROM people")  # the ledger exists
+    link = tmp_path / "innocent.csv"
+    link.symlink_to(state)
+    for path in (database, catalog, state, link, f"{database}.wal", "/dev/zero", tmp_path):
+        assert not shell.handle(f".read {path}")
+        assert not shell.handle(f".import {path} t")
+    assert err.getvalue().count("error: ") == 14 and "owner's files" in err.getvalue()
+    conn.close()
+
+
+def test_under_a_profile_files_are_read_from_its_output_dir_only(tmp_path):
+    data = tmp_path / "data.duckdb"
+    with duckdb.connect(str(data)) as con:
+        create_people_table(con, rows=1_000)
+    (tmp_path / "catalog.toml").write_text(PEOPLE_CATALOG_TOML)
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "exports" / "towns.csv").write_text("town\nBergen\n")
+    (tmp_path / "outside.csv").write_text("town\nCusco\n")
+    profile = tmp_path / "profile.toml"
+    text = ('[data]\ndatabase = "data.duckdb"\ncatalog = "catalog.toml"\nlog = "owner.log"\n'
+            'output_dir = "exports"\n[budget]\nepsilon = 1\n[analysts.bob]\n')
+    profile.write_text(text)
+    (tmp_path / "owner.log").write_text("town\nsecret\n")
+    with dpsql.connect(profile=profile, analyst="bob") as conn:
+        shell, out, err = make_shell(conn)
+        assert shell.handle(f".import {tmp_path / 'exports' / 'towns.csv'} towns")
+        for path in (tmp_path / "outside.csv", tmp_path / "exports" / ".." / "outside.csv", profile,
+                     tmp_path / "owner.log", tmp_path / "catalog.toml"):
+            assert not shell.handle(f".import {path} t") and not shell.handle(f".read {path}")
+        assert "may only be read under" in err.getvalue() and "secret" not in out.getvalue()
+    profile.write_text(text.replace('output_dir = "exports"\n', ""))
+    with dpsql.connect(profile=profile, analyst="bob") as conn:
+        shell, _, err = make_shell(conn)
+        assert not shell.handle(f".read {tmp_path / 'exports' / 'towns.csv'}")
+        assert "lets analysts read no files" in err.getvalue()
+
+
+# --- the pager ------------------------------------------------------------------------------------
+
+def test_the_pager_is_off_without_a_terminal(conn, monkeypatch):
+    monkeypatch.setattr(shell_module, "page", lambda text, stream: pytest.fail("paged without a terminal"))
+    shell, out, _ = make_shell(conn)
+    assert shell.pager is False
+    assert shell.handle(".pager on") and shell.pager is True
+    assert shell.handle("SELECT range AS n FROM range(500);")  # standard output is no terminal: not paged
+    assert out.getvalue().count("\n") > 500
+    assert not shell.handle(".pager maybe")
+
+
+def test_page_runs_the_pager_command(tmp_path, monkeypatch):
+    target = tmp_path / "paged.txt"
+    monkeypatch.setenv("PAGER", f"cat > {target}")
+    assert shell_module.page("a\nb", sys.stdout) and target.read_text() == "a\nb\n"
+    monkeypatch.setenv("PAGER", "no-such-pager-dpsql")
+    assert not shell_module.page("a", sys.stdout)  # the caller then prints the text itself
+
+
+# --- the budget: ε does not add up under zCDP ------------------------------------------------------
+
+def test_budget_explains_why_epsilon_does_not_add_up(conn, files, tmp_path):
+    shell, out, _ = make_shell(conn)
+    why = "ε figures do not add up: charges compose in ρ (zCDP), and each ε is its ρ converted at δ=1e-09"
+    assert shell.handle("SELECT COUNT(*) FROM people WHERE age >= 65;")
+    assert shell.handle("SELECT COUNT(*) FROM people WHERE age < 18;")
+    assert out.getvalue().count(why) == 1  # after the first charge only
+    assert shell.handle(".budget")
+    assert out.getvalue().count(why) == 2
+    assert "spent ε=0.2" not in out.getvalue() and "(ρ=0.0003543)" in out.getvalue()  # ρ adds up, ε does not
+    assert "(ρ=" in shell.banner("db") and "left of ρ=" in shell._toolbar()
+    database, catalog = files
+    with dpsql.connect(database, catalog=catalog, epsilon=1.0, delta=0, state=str(tmp_path / "pure"), seed=3) as pure:
+        shell, out, _ = make_shell(pure)
+        assert shell.handle("SELECT COUNT(*) FROM people WHERE age >= 65;") and shell.handle(".budget")
+        assert "do not add up" not in out.getvalue() and "spent ε=0.1" in out.getvalue()
+        assert "ρ" not in shell.banner("db")
+
+
 # --- cancellation ------------------------------------------------------------------------------
 
 def test_cancel_token_has_a_point_of_no_return():
@@ -276,6 +402,16 @@ def test_demo_database_is_generated_once_and_cached(tmp_path, monkeypatch, capsy
     assert "±" in capsys.readouterr().out
 
 
+def test_demo_write_makes_the_readmes_database_and_catalog(tmp_path, capsys):
+    database = tmp_path / "census.duckdb"
+    assert cli.main(["demo", "--write", str(database), "--rows", "1000"]) == 0
+    assert (tmp_path / "catalog.toml").read_text() == PEOPLE_CATALOG_TOML
+    with duckdb.connect(str(database), read_only=True) as con:
+        assert con.execute("SELECT COUNT(*) FROM people").fetchall() == [(1000,)]
+    assert cli.main(["demo", "--write", str(database), "--catalog", str(tmp_path / "other.toml")]) == 1
+    assert "already exists" in capsys.readouterr().err and not (tmp_path / "other.toml").exists()
+
+
 # --- a real terminal ---------------------------------------------------------------------------------
 
 pexpect = pytest.importorskip("pexpect")
@@ -284,15 +420,16 @@ ENTER = "\r"
 
 @pytest.fixture
 def terminal(files, tmp_path):
-    """Start `dpsql shell` in a pseudo-terminal; returns a function that spawns one."""
+    """Start `dpsql shell` in a pseudo-terminal; returns a function that spawns one (keywords: environment)."""
     database, catalog = files
-    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg-state"), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg-state"), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
+               PAGER="cat")  # never an interactive pager that would wait for a key
     children = []
 
-    def spawn():
+    def spawn(**extra_env):
         child = pexpect.spawn(sys.executable, ["-m", "dpsql.cli", "shell", database, "--catalog", catalog,
                                                "--state", str(tmp_path / "state")],
-                              env=env, encoding="utf-8", timeout=60, dimensions=(40, 150))
+                              env={**env, **extra_env}, encoding="utf-8", timeout=60, dimensions=(40, 150))
         child.expect("dpsql>")
         children.append(child)
         return child
@@ -351,3 +488,17 @@ def test_terminal_history_persists(terminal, tmp_path):
     child.expect("answer")
     child.send(ENTER)
     child.expect("42")
+
+
+def test_terminal_pages_results_that_do_not_fit(terminal):
+    child = terminal(PAGER="sed 's/^/PAGED /'")
+    child.send("SELECT range AS n FROM range(60);" + ENTER)
+    child.expect(r"PAGED +59")
+    child.expect(r"\(60 rows\)")
+    child.send("SELECT 'short' AS fits;" + ENTER)
+    child.expect(r"\(1 row\)")
+    assert "PAGED" not in child.before
+    child.send(".pager off" + ENTER)
+    child.send("SELECT range AS n FROM range(61);" + ENTER)
+    child.expect(r"\(61 rows\)")
+    assert "PAGED" not in child.before

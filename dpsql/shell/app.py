@@ -4,12 +4,15 @@ Interactive on a terminal (line editing, history, completion, highlighting,
 meta commands; see `.help`); otherwise it runs the statements of standard
 input or of `-c`, printing in the chosen mode and exiting non-zero at the
 first error. Errors are one line and never charge; Ctrl-C cancels a running
-statement without charging it.
+statement without charging it. On a terminal, results taller or wider than it
+go through a pager (`.pager`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import time
 import warnings
@@ -19,8 +22,9 @@ from typing import Iterable, TextIO
 import duckdb
 
 import dpsql
+from dpsql.catalog import quote_identifier
 from dpsql.dbapi import Connection
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.demo_data import PEOPLE_CATALOG_TOML, write_people_database
 from dpsql.errors import Error, ProgrammingError
 from dpsql.formatting import footer, render
 from dpsql.result import Result
@@ -33,6 +37,8 @@ from dpsql.sql.statements import BeginWorkload, EndWorkload, Sql, classify, spli
 DEMO_ROWS = 1_000_000
 INTERACTIVE_MAX_ROWS = 100
 EXIT_INTERRUPTED = 130
+DEFAULT_PAGER = "less -S"  # wide tables scroll sideways instead of wrapping
+_IMPORTED = "__dpsql_import"  # the name a CSV file's rows are registered under in the workspace
 
 
 def demo_paths(rows: int = DEMO_ROWS) -> tuple[Path, Path]:
@@ -49,19 +55,42 @@ def demo_paths(rows: int = DEMO_ROWS) -> tuple[Path, Path]:
 def demo_database(rows: int = DEMO_ROWS) -> tuple[str, Path]:
     """The demo database and its catalog (see `demo_paths`), generated once."""
     database, catalog = demo_paths(rows)
-    base, name = database.parent, database.stem
-    base.mkdir(parents=True, exist_ok=True)
+    database.parent.mkdir(parents=True, exist_ok=True)
     if not database.exists():
-        partial = base / f"{name}.{os.getpid()}.partial"
-        try:
-            with duckdb.connect(str(partial)) as con:
-                create_people_table(con, rows=rows)
-            os.replace(partial, database)  # atomic: a half-written demo is never picked up
-        finally:
-            partial.unlink(missing_ok=True)
+        write_people_database(database, rows)
     if not catalog.exists() or catalog.read_text() != PEOPLE_CATALOG_TOML:
         catalog.write_text(PEOPLE_CATALOG_TOML)
     return str(database), catalog
+
+
+def page(text: str, stream: TextIO) -> bool:
+    """Show `text` through `$PAGER` (default `less -S`) on the terminal of `stream`; False if no pager ran."""
+    command = os.environ.get("PAGER") or (DEFAULT_PAGER if shutil.which("less") else None)
+    if command is None:
+        return False
+    stream.flush()
+    try:
+        pager = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, text=True,
+                                 encoding=getattr(stream, "encoding", None) or "utf-8", errors="backslashreplace")
+    except OSError:
+        return False
+    try:  # as pydoc does: the pager owns the terminal until it quits
+        with pager.stdin as pipe:
+            try:
+                pipe.write(text + "\n")
+            except KeyboardInterrupt:
+                pass
+    except OSError:  # the pager quit before reading everything
+        pass
+    while True:
+        try:
+            return pager.wait() != 127  # 127: the shell found no such command
+        except KeyboardInterrupt:  # the pager handles Ctrl-C itself
+            pass
+
+
+class _Stopped(Exception):
+    """A `.read` file stopped at an error, which was reported."""
 
 
 class Shell:
@@ -74,6 +103,7 @@ class Shell:
         self.err = err or sys.stderr
         self.timer = False
         self.max_rows = INTERACTIVE_MAX_ROWS if interactive else 0
+        self.pager = interactive  # results that do not fit the terminal go through a pager
         self.done = False
         self.workload: list[str] | None = None  # queries of an open BEGIN WORKLOAD
         self.runner = StatementRunner(conn, progress=self.err if interactive else None)
@@ -81,6 +111,8 @@ class Shell:
         self._file: TextIO | None = None
         self._once = False  # the file takes the next result only (.once)
         self._tables: list[TableInfo] | None = None
+        self._reading: set[tuple[int, int]] = set()  # (device, inode) of the files being run by .read
+        self._composition_told = False
 
     # --- output -----------------------------------------------------------------------
     @property
@@ -121,13 +153,35 @@ class Shell:
 
     def show_listing(self, result: Result) -> None:
         """A meta command's listing, in the current mode."""
-        self._write(self.out, render(result, self.mode, self.max_rows))
+        self._emit(render(result, self.mode, self.max_rows))
 
     def _show(self, result: Result, with_charge: bool = True) -> None:
-        self._write(self.out, render(result, self.mode, self.max_rows))
+        self._emit(render(result, self.mode, self.max_rows))
         self.note(footer(result, with_charge))
+        if with_charge and result.charged:
+            self.note_composition_once()
         if self._once:
             self._close_file()
+
+    def _emit(self, text: str) -> None:
+        """Result text: through the pager if it is on and the text does not fit the terminal it goes to."""
+        if self.pager and self._file is None and self._stdout.isatty() and not _fits(text):
+            if page(text, self._stdout):
+                return
+        self._write(self.out, text)
+
+    def composition_note(self) -> str:
+        """Why ε figures do not add up, on a zCDP ledger ("" on a pure ε-DP one, where they do)."""
+        delta = self.conn.session.budget_unit.delta
+        if not delta:
+            return ""
+        return f"ε figures do not add up: charges compose in ρ (zCDP), and each ε is its ρ converted at δ={delta:g}"
+
+    def note_composition_once(self) -> None:
+        """After the session's first charge: the composition note."""
+        if not self._composition_told:
+            self._composition_told = True
+            self.note(self.composition_note())
 
     # --- tables (for .tables, .schema, completion) ---------------------------------------
     def tables(self) -> list[TableInfo]:
@@ -147,6 +201,8 @@ class Shell:
                 for statement in split_statements(text):
                     self.run_sql(statement)
             return True
+        except _Stopped:
+            pass
         except Cancelled as e:
             self.note(str(e))
         except Error as e:
@@ -191,6 +247,8 @@ class Shell:
             self._show(result, with_charge=False)
         if results:
             self.note(f"workload: {results[0].charge_text}")
+            if results[0].charged:
+                self.note_composition_once()
 
     def _on_cancel(self, will_not_charge: bool) -> None:
         if will_not_charge:
@@ -217,6 +275,55 @@ class Shell:
             return 1
         return 0
 
+    def run_file(self, path: str) -> None:
+        """`.read`: run a file's statements and meta commands as if typed; stop at its first error."""
+        with self.conn.output_files.open_read(path) as file:
+            found = os.fstat(file.fileno())
+            data = file.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProgrammingError(f"{path!r} is not UTF-8 text") from None
+        key = (found.st_dev, found.st_ino)
+        if key in self._reading:
+            raise ProgrammingError(f"{path!r} is already being read (it reads itself)")
+        self._reading.add(key)
+        try:
+            if self.run_lines(text.splitlines(keepends=True)):
+                raise _Stopped
+        finally:
+            self._reading.discard(key)
+
+    def import_csv(self, path: str, table: str) -> int:
+        """`.import`: load a CSV file (first line: column names) into the workspace's public `table`,
+        created with the file's columns or, if it exists, appended to by column name. Returns the rows."""
+        import pyarrow.csv  # here: slow to load, and most sessions never import
+
+        workspace = self.conn.session.workspace
+        if not table.isidentifier():
+            raise ProgrammingError(f"{table!r} is not a plain table name (letters, digits and _)")
+        if table.lower() in workspace.protected:
+            raise ProgrammingError(f"{table!r} is a protected table; .import loads public tables of your workspace")
+        with self.conn.output_files.open_read(path) as file:
+            try:
+                data = pyarrow.csv.read_csv(file)
+            except pyarrow.ArrowException as e:
+                raise ProgrammingError(f"cannot import {path!r}: {str(e).splitlines()[0]}") from None
+        columns = ", ".join(quote_identifier(c) for c in data.column_names)
+        con = workspace.prepare(workspace.check(f"SELECT * FROM {quote_identifier(table)}"))  # an owner's copy too
+        exists = con.execute("SELECT 1 FROM duckdb_tables() WHERE lower(table_name) = lower(?) "
+                             "AND schema_name = current_schema()", [table]).fetchall()
+        sql = (f"INSERT INTO {quote_identifier(table)} ({columns}) SELECT {columns} FROM {_IMPORTED}" if exists
+               else f"CREATE TABLE {quote_identifier(table)} AS SELECT {columns} FROM {_IMPORTED}")
+        workspace.check(sql)
+        con.register(_IMPORTED, data)
+        try:
+            con.execute(sql)
+        finally:
+            con.unregister(_IMPORTED)
+        self._tables = None
+        return data.num_rows
+
     def close(self) -> None:
         self.redirect(None)
         self.conn.close()
@@ -236,8 +343,9 @@ class Shell:
     def _budget_line(self) -> str:
         session = self.conn.session
         status = session.budget()
-        delta = f", δ={status.total.delta:g}" if status.total.delta else ""
-        return (f"ε={status.remaining.epsilon:.4g} left of ε={status.total.epsilon:.4g}{delta}; "
+        total, remaining = status.total, status.remaining
+        zcdp = f", δ={total.delta:g} (ρ={remaining.rho:.4g} left of ρ={total.rho:.4g})" if total.delta else ""
+        return (f"ε={remaining.epsilon:.4g} left of ε={total.epsilon:.4g}{zcdp}; "
                 f"next new query spends ε={session.amount(session.query_share).epsilon:.4g}")
 
     def _toolbar(self) -> str:
@@ -266,6 +374,13 @@ class Shell:
             except KeyboardInterrupt:  # between statements, e.g. while printing
                 self._write(self.err, "interrupted")
         return status
+
+
+def _fits(text: str) -> bool:
+    """Whether `text` fits the terminal, with room for the footer and the prompt."""
+    size = shutil.get_terminal_size()
+    lines = text.splitlines()
+    return len(lines) <= size.lines - 3 and max(map(len, lines), default=0) <= size.columns
 
 
 def open_connection(database: str | None, catalog: str | None, epsilon: float | None, delta: float | None,

@@ -6,6 +6,7 @@ rendered like query results, so they follow `.mode` (e.g. `.budget` as CSV).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -69,6 +70,7 @@ def _budget(shell: "Shell", arg: str) -> None:
         f"total {status.total}\nspent {status.spent}\nremaining {status.remaining}\n"
         f"each query that needs new measurements spends {session.amount(session.query_share)}"
     )
+    shell.note(shell.composition_note())
     rows = []
     for c in session.ledger.charges():
         amount = session.amount(c.cost)
@@ -106,6 +108,7 @@ def _dropped(shell: "Shell", arg: str) -> None:
     result = shell.conn.dropped_rows(table, epsilon=amount)
     shell.show_listing(result)
     shell.note(result.charge_text)
+    shell.note_composition_once()
 
 
 def _mode(shell: "Shell", arg: str) -> None:
@@ -141,6 +144,32 @@ def _once(shell: "Shell", arg: str) -> None:
     shell.redirect(path, overwrite, once=True)
 
 
+def _read(shell: "Shell", arg: str) -> None:
+    if not arg:
+        raise ProgrammingError("usage: .read FILE")
+    shell.run_file(arg)
+
+
+def _import(shell: "Shell", arg: str) -> None:
+    try:
+        words = shlex.split(arg)
+    except ValueError as e:
+        raise ProgrammingError(f"usage: .import FILE TABLE ({e})") from None
+    if len(words) != 2:
+        raise ProgrammingError("usage: .import FILE TABLE")
+    rows = shell.import_csv(*words)
+    shell.note(f"{rows} row{'' if rows == 1 else 's'} imported into {words[1]}")
+
+
+def _pager(shell: "Shell", arg: str) -> None:
+    if not arg:
+        shell.note(f"pager {'on' if shell.pager else 'off'}")
+        return
+    if arg not in ("on", "off"):
+        raise ProgrammingError("usage: .pager on|off")
+    shell.pager = arg == "on"
+
+
 def _timer(shell: "Shell", arg: str) -> None:
     if arg not in ("on", "off"):
         raise ProgrammingError("usage: .timer on|off")
@@ -171,6 +200,10 @@ COMMANDS: dict[str, Command] = {
     ".output": Command(_output, ".output [--overwrite] [FILE]",
                        "write results to a new FILE (--overwrite: replace it; no FILE: back to the terminal)"),
     ".once": Command(_once, ".once [--overwrite] FILE", "write the next result only to FILE"),
+    ".read": Command(_read, ".read FILE", "run the statements and meta commands in FILE; stop at its first error"),
+    ".import": Command(_import, ".import FILE TABLE",
+                       "load a CSV file (header first) into a public table: new, or appended to by column name"),
+    ".pager": Command(_pager, ".pager [on|off]", "page results that do not fit the terminal ($PAGER, else less -S)"),
     ".timer": Command(_timer, ".timer on|off", "show how long each statement took"),
     ".maxrows": Command(_maxrows, ".maxrows [N]", "rows shown in table and markdown modes (0: all)"),
     ".quit": Command(_quit, ".quit", "leave the shell (also .exit, Ctrl-D)"),
@@ -191,7 +224,7 @@ def command_arguments(name: str, tables: Callable[[], list]) -> list[str]:
     """Completions for a command's argument."""
     if name == ".mode":
         return list(MODES)
-    if name == ".timer":
+    if name in (".timer", ".pager"):
         return ["on", "off"]
     if name in (".schema", ".dropped"):
         return [t.name for t in tables()]
