@@ -1,4 +1,4 @@
-"""The `dpsql` command line: `dpsql demo`, `dpsql shell`, `dpsql explain`, `dpsql ledger`, `dpsql synth`."""
+"""The `dpsql` command line: `dpsql demo`, `shell`, `explain`, `ledger`, `synth`, `serve` and `passwd`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,27 @@ from dpsql.formatting import MODES
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.write:
+        return _write_demo(Path(args.write), Path(args.catalog or Path(args.write).with_name("catalog.toml")),
+                           args.rows)
     from dpsql.demo import run_demo
 
     run_demo(rows=args.rows, epsilon=args.epsilon, workload_epsilon=args.workload_epsilon, seed=args.seed)
+    return 0
+
+
+def _write_demo(database: Path, catalog: Path, rows: int) -> int:
+    """`dpsql demo --write`: the demo's table in a new database file, and its catalog."""
+    from dpsql.demo_data import PEOPLE_CATALOG_TOML, write_people_database
+    from dpsql.errors import ProgrammingError
+
+    existing = [str(p) for p in (database, catalog) if p.exists()]
+    if existing:
+        raise ProgrammingError(f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''}: "
+                               "name new files")
+    write_people_database(database, rows)
+    catalog.write_text(PEOPLE_CATALOG_TOML)
+    print(f"wrote {database} (table people, {rows:,} rows) and its catalog {catalog}")
     return 0
 
 
@@ -87,11 +105,15 @@ def _show_ledger(ledger) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dpsql", description="Differentially private SQL that plans.")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the dashboard demo on a generated census-like table")
+    demo = sub.add_parser("demo", help="run the dashboard demo on a generated census-like table "
+                                       "(--write: write that table and its catalog to files)")
     demo.add_argument("--rows", type=int, default=1_000_000, help="rows to generate (default 1,000,000)")
     demo.add_argument("--epsilon", type=float, default=1.0, help="total budget ε of the session (δ=1e-9)")
     demo.add_argument("--workload-epsilon", type=float, default=0.5, help="ε spent by the dashboard")
     demo.add_argument("--seed", type=int, default=None, help="noise seed (reproducible runs; testing only)")
+    demo.add_argument("--write", metavar="DATABASE", help="instead of running the demo, write its table into a new "
+                      "DuckDB file DATABASE and its catalog into catalog.toml beside it")
+    demo.add_argument("--catalog", metavar="FILE", help="with --write: where the catalog goes")
     demo.set_defaults(run=_demo)
     shell = sub.add_parser("shell", help="interactive SQL shell (no DATABASE: the demo database)",
                            description="Interactive SQL shell with DP answers, error bars and the budget in view. "
@@ -128,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     from dpsql.synth import add_parser as add_synth
 
     add_synth(sub)
+    from dpsql.server import add_parsers as add_server
+
+    add_server(sub)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -27,6 +27,13 @@ memory_limit = "1GB"
 
 [analysts.alice]                   # who may connect, and what each may spend in all
 epsilon = 2                        # or rho = ...; no amount: up to the total
+password = "SCRAM-SHA-256$4096:..." # for `dpsql serve`: a verifier made by `dpsql passwd alice`
+
+[server]                           # `dpsql serve`: the PostgreSQL-wire endpoint
+listen = "127.0.0.1:5433"          # host:port (port 0: any free port, printed at start)
+tls_cert = "server.crt"            # optional: TLS with this certificate and key; then TLS is required
+tls_key = "server.key"
+max_connections = 64
 ```
 """
 
@@ -40,10 +47,11 @@ from typing import Any
 from dpsql.budget import checked
 from dpsql.errors import ProfileError, ProgrammingError
 
-_SECTIONS = {"data", "budget", "engine", "workspace", "analysts"}
+_SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server"}
 _DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir"}
 _BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho"}
-_ANALYST_KEYS = {"epsilon", "rho"}
+_ANALYST_KEYS = {"epsilon", "rho", "password"}
+_SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,18 @@ class Analyst:
     name: str
     epsilon: float | None = None
     rho: float | None = None
+    password: str | None = None  # a verifier (`dpsql.server.auth`), for `dpsql serve`
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The profile's [server] section: where `dpsql serve` listens, and its TLS certificate."""
+
+    host: str = "127.0.0.1"
+    port: int = 5433
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    max_connections: int = 64
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,7 @@ class Profile:
     engine: dict[str, Any] = field(default_factory=dict)
     workspace: dict[str, Any] = field(default_factory=dict)
     analysts: dict[str, Analyst] = field(default_factory=dict)
+    server: ServerSettings = field(default_factory=ServerSettings)
 
     @classmethod
     def load(cls, path: str | Path) -> "Profile":
@@ -120,7 +141,10 @@ class Profile:
             if "epsilon" in entry and "rho" in entry:
                 raise ProfileError(f"[analysts.{name}]: give epsilon or rho, not both")
             amounts = {k: _amount(k, entry[k], f"[analysts.{name}] {k}") for k in ("epsilon", "rho") if k in entry}
-            analysts[name] = Analyst(name, amounts.get("epsilon"), amounts.get("rho"))
+            password = entry.get("password")
+            if password is not None and (not isinstance(password, str) or not password):
+                raise ProfileError(f"[analysts.{name}] password must be a verifier string")
+            analysts[name] = Analyst(name, amounts.get("epsilon"), amounts.get("rho"), password)
         if not analysts:
             raise ProfileError("the profile declares no analysts: add [analysts.<name>] for each one")
         read_only = data.get("read_only", True)
@@ -131,7 +155,7 @@ class Profile:
             path=path.resolve(), database=str(local("database", True)), catalog=local("catalog", True),
             ledger=None if ledger is None else str(ledger), read_only=read_only, log=local("log"),
             output_dir=local("output_dir"), budget=checked_budget, engine=_section(spec, "engine"),
-            workspace=_section(spec, "workspace"), analysts=analysts,
+            workspace=_section(spec, "workspace"), analysts=analysts, server=_server(_section(spec, "server"), base),
         )
 
     def analyst(self, name: str | None) -> Analyst:
@@ -141,6 +165,26 @@ class Profile:
         if name not in self.analysts:
             raise ProfileError(f"{name!r} is not an analyst of this profile")
         return self.analysts[name]
+
+
+def _server(spec: dict, base: Path) -> ServerSettings:
+    _known(spec, _SERVER_KEYS, "[server]")
+    listen = spec.get("listen", "127.0.0.1:5433")
+    host, _, port = listen.rpartition(":") if isinstance(listen, str) else ("", "", "")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ProfileError(f"[server] listen must be \"host:port\", got {listen!r}")
+    paths = {}
+    for key in ("tls_cert", "tls_key"):
+        if key in spec:
+            if not isinstance(spec[key], str) or not spec[key]:
+                raise ProfileError(f"[server] {key} must be a path")
+            paths[key] = (base / spec[key]).resolve()
+    if len(paths) == 1:
+        raise ProfileError("[server] TLS needs both tls_cert and tls_key")
+    most = spec.get("max_connections", 64)
+    if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= 10_000:
+        raise ProfileError("[server] max_connections must be a whole number from 1 to 10000")
+    return ServerSettings(host.strip("[]"), int(port), paths.get("tls_cert"), paths.get("tls_key"), most)
 
 
 def _amount(name: str, value: Any, where: str) -> float:
@@ -163,4 +207,4 @@ def _known(spec: dict, allowed: set[str], where: str) -> None:
         raise ProfileError(f"{where} has unknown keys {unknown}; allowed: {sorted(allowed)}")
 
 
-__all__ = ["Analyst", "Profile"]
+__all__ = ["Analyst", "Profile", "ServerSettings"]

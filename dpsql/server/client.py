@@ -1,0 +1,499 @@
+"""One client of `dpsql serve`: start-up, login, then the simple and extended query protocols.
+
+A `ClientConnection` runs in a thread of its own. After the login (`dpsql.server.auth`) it opens
+the analyst's dpsql connection from the owner's profile — the same session the DB-API and the
+shell use, so every statement goes through the same privacy boundary and the same ledger, in the
+analyst's name — and translates between PostgreSQL messages (`dpsql.server.wire`) and that
+session. Statements about the server itself (transactions, client settings) are answered by
+`dpsql.server.pgcompat`.
+
+Charges and the connection: a statement's charge happens once its answer is ready and right
+before it is sent. If the client has gone by then (disconnected mid-statement) or asked to
+cancel, the statement is stopped there and nothing is charged; once charged, the measurements
+are in the ledger, so asking again is free.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import socket
+import ssl
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from dpsql import errors
+from dpsql.dbapi import Connection, _connect_profile
+from dpsql.result import Result
+from dpsql.server import pgcompat, wire
+from dpsql.server.auth import SCRAM, ScramExchange, Verifier, md5_matches, md5_salt
+from dpsql.sql.statements import split_statements
+
+if TYPE_CHECKING:
+    from dpsql.server.server import Server
+
+log = logging.getLogger("dpsql.server")
+
+IDLE, IN_TRANSACTION, FAILED = "I", "T", "E"
+_SQLSTATES = [  # most specific first
+    (errors.BudgetExceededError, "53400"), (errors.ProfileError, "28000"), (errors.NotSupportedError, "0A000"),
+    (errors.ProgrammingError, "42601"), (errors.IntegrityError, "23000"), (errors.DataError, "22000"),
+    (errors.InterfaceError, "08000"), (errors.OperationalError, "58000"), (errors.Error, "XX000"),
+]
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+class Refused(Exception):
+    """A login or start-up refused: (SQLSTATE, message) sent to the client before closing."""
+
+    def __init__(self, sqlstate: str, text: str):
+        super().__init__(text)
+        self.sqlstate = sqlstate
+
+
+class Cancelled(errors.OperationalError):
+    """The client asked to cancel the running statement."""
+
+
+@dataclass
+class Prepared:
+    """A parsed statement of the extended protocol."""
+
+    sql: str
+    param_types: list[int]
+
+
+@dataclass
+class Portal:
+    """A bound statement: its parameters, and once run, its results and how far they were sent."""
+
+    prepared: Prepared
+    params: list
+    result_formats: list[int]
+    results: list[Result] | None = None
+    sent: int = 0
+    tag: str = ""
+    described: bool = False
+    oids: list[int] = field(default_factory=list)
+
+
+class ClientConnection:
+    """The protocol state machine of one client connection."""
+
+    def __init__(self, server: "Server", sock: socket.socket, address: str):
+        self.server = server
+        self.sock = sock
+        self.address = address
+        self.pid = server.next_pid()
+        self.secret = secrets.randbits(31)
+        self.settings = dict(pgcompat.SETTINGS)
+        self.connection: Connection | None = None
+        self.analyst = ""
+        self.status = IDLE
+        self.prepared: dict[str, Prepared] = {}
+        self.portals: dict[str, Portal] = {}
+        self._out: list[bytes] = []
+        self._cancel = False
+        self._skip_to_sync = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            if not self._startup():
+                return
+            self.server.register(self)
+            self._loop()
+        except wire.Closed:
+            pass
+        except Refused as e:
+            self._send_now(wire.error_response(e.sqlstate, str(e), "FATAL"))
+        except wire.ProtocolError as e:
+            self._send_now(wire.error_response("08P01", f"protocol violation: {e}", "FATAL"))
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            self.server.unregister(self)
+            self._close()
+
+    def _close(self) -> None:
+        if self.connection is not None:
+            try:
+                self.connection.close()
+            except Exception:  # closing must not fail the server thread
+                log.exception("closing the session of %s", self.analyst)
+            self.connection = None
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def cancel(self) -> None:
+        """Called from the cancel request's thread: stop the running statement."""
+        self._cancel = True
+        if self.connection is not None:
+            self.connection.session.interrupt()
+
+    # --- start-up and login -------------------------------------------------------------------
+    def _startup(self) -> bool:
+        for _ in range(3):  # SSLRequest / GSSENCRequest, then the StartupMessage
+            code, body = wire.read_startup(self.sock)
+            if code == wire.SSL_REQUEST:
+                if self.server.tls is None:
+                    self.sock.sendall(wire.SSL_REFUSED)
+                    continue
+                self.sock.sendall(wire.SSL_ACCEPTED)
+                self.sock = self.server.tls.wrap_socket(self.sock, server_side=True)
+                continue
+            if code == wire.GSSENC_REQUEST:
+                self.sock.sendall(wire.SSL_REFUSED)
+                continue
+            if code == wire.CANCEL_REQUEST:
+                reader = wire.Reader(body)
+                self.server.cancel(reader.int32(), reader.int32())
+                return False
+            if code != wire.PROTOCOL_3:
+                raise Refused("0A000", f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: use 3.0")
+            return self._login(wire.startup_parameters(body))
+        raise wire.ProtocolError("too many start-up requests")
+
+    def _login(self, params: dict[str, str]) -> bool:
+        if self.server.tls is not None and self.server.tls_required and not isinstance(self.sock, ssl.SSLSocket):
+            raise Refused("28000", "this server requires TLS: connect with sslmode=require")
+        name = params.get("user", "")
+        server = self.server
+        wait = max(server.by_analyst.wait(name), server.by_address.wait(self.address))
+        if wait > 0:
+            raise Refused("28000", f"too many failed logins: try again in {wait:.0f} s")
+        if not self._authenticate(server.verifier(name)):
+            server.by_analyst.failed(name)
+            server.by_address.failed(self.address)
+            log.warning("failed login for %r from %s", name, self.address)
+            raise Refused("28P01", f'password authentication failed for user "{name}"')
+        server.by_analyst.succeeded(name)
+        self.analyst = name
+        try:
+            self.connection = _connect_profile(self.server.profile, name, None, None, "duckdb")
+        except errors.Error as e:
+            raise Refused("28000", str(e)) from None
+        session = self.connection.session
+        session.workspace.prepare_for_clients(pgcompat.CATALOG_MACROS)
+        session.before_charge = self._before_charge
+        session.cancelled = lambda: self._cancel
+        self.settings["application_name"] = params.get("application_name", "")
+        out = [wire.authentication(0)]
+        out += [wire.parameter_status(k, self.settings[k]) for k in pgcompat.STARTUP_REPORTED]
+        out += [wire.backend_key(self.pid, self.secret), wire.ready_for_query(IDLE)]
+        self._send_now(b"".join(out))
+        log.info("%s connected from %s", name, self.address)
+        return True
+
+    def _authenticate(self, verifier: Verifier) -> bool:
+        if verifier.method == "md5":
+            salt = md5_salt()
+            self._send_now(wire.authentication(5, salt))
+            return md5_matches(verifier, salt, wire.Reader(self._expect(b"p")).cstring())
+        exchange = ScramExchange(verifier)
+        self._send_now(wire.authentication(10, SCRAM.encode() + b"\0\0"))
+        reader = wire.Reader(self._expect(b"p"))
+        if reader.cstring() != SCRAM:
+            raise Refused("28000", f"unsupported SASL mechanism: use {SCRAM}")
+        length = reader.int32()
+        try:
+            server_first = exchange.first(reader.bytes(length).decode())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise wire.ProtocolError(f"malformed SCRAM message: {e}") from None
+        self._send_now(wire.authentication(11, server_first.encode()))
+        try:
+            server_final = exchange.final(self._expect(b"p").decode())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise wire.ProtocolError(f"malformed SCRAM message: {e}") from None
+        if server_final is None:
+            return False
+        self._out.append(wire.authentication(12, server_final.encode()))
+        return True
+
+    def _expect(self, kind: bytes) -> bytes:
+        got, payload = wire.read_message(self.sock)
+        if got != kind:
+            raise wire.ProtocolError(f"expected message {kind!r}, got {got!r}")
+        return payload
+
+    # --- the query loop ----------------------------------------------------------------------
+    def _loop(self) -> None:
+        handlers = {b"Q": self._simple, b"P": self._parse, b"B": self._bind, b"D": self._describe,
+                    b"E": self._execute, b"C": self._close_target, b"S": self._sync, b"H": self._flush}
+        while True:
+            kind, payload = wire.read_message(self.sock)
+            if kind == b"X":
+                return
+            handler = handlers.get(kind)
+            if handler is None:
+                raise wire.ProtocolError(f"unexpected message type {kind!r}")
+            if self._skip_to_sync and kind not in (b"S", b"Q"):
+                continue  # after an error in the extended protocol, everything up to Sync is ignored
+            try:
+                handler(payload)
+            except errors.Error as e:
+                self._error(e)
+                if kind != b"Q":
+                    self._skip_to_sync = True
+
+    def _simple(self, payload: bytes) -> None:
+        self._skip_to_sync = False
+        sql = wire.Reader(payload).cstring()
+        statements = split_statements(sql) if sql.strip() else []
+        try:
+            if not statements:
+                self._out.append(wire.EMPTY_QUERY)
+            group: list[str] = []
+            for text in statements + [None]:
+                answer = None if text is None else self._client_statement(text)
+                if text is not None and answer is None:
+                    group.append(text)
+                    continue
+                if group:
+                    self._send_results(self._run(";\n".join(group), []), group[-1])
+                    group = []
+                if answer is not None:
+                    self._send_client_answer(answer)
+        except errors.Error as e:
+            self._error(e)
+        self._out.append(wire.ready_for_query(self.status))
+        self._flush(b"")
+
+    def _parse(self, payload: bytes) -> None:
+        parsed = wire.parse_parse(payload)
+        if len(split_statements(parsed.query)) > 1:
+            raise errors.ProgrammingError("cannot insert multiple commands into a prepared statement")
+        self.prepared[parsed.name] = Prepared(parsed.query, parsed.param_types)
+        self._out.append(wire.PARSE_COMPLETE)
+
+    def _bind(self, payload: bytes) -> None:
+        bind = wire.parse_bind(payload)
+        prepared = self.prepared.get(bind.statement)
+        if prepared is None:
+            raise errors.ProgrammingError(f'prepared statement "{bind.statement}" does not exist')
+        formats = bind.param_formats or [0]
+        if len(formats) not in (1, len(bind.params)):
+            raise wire.ProtocolError("parameter format codes do not match the parameters")
+        values = []
+        for i, raw in enumerate(bind.params):
+            oid = prepared.param_types[i] if i < len(prepared.param_types) else 0
+            binary = (formats[0] if len(formats) == 1 else formats[i]) == 1
+            try:
+                values.append(pgcompat.decode_parameter(raw, oid, binary))
+            except (ValueError, UnicodeDecodeError):
+                raise errors.DataError(f"parameter ${i + 1} is not a valid value of type OID {oid}") from None
+        self.portals[bind.portal] = Portal(prepared, values, bind.result_formats)
+        self._out.append(wire.BIND_COMPLETE)
+
+    def _describe(self, payload: bytes) -> None:
+        kind, name = wire.parse_target(payload)
+        if kind == "S":
+            prepared = self.prepared.get(name)
+            if prepared is None:
+                raise errors.ProgrammingError(f'prepared statement "{name}" does not exist')
+            count = max([len(prepared.param_types)] + [int(n) for n in _PLACEHOLDER.findall(prepared.sql)])
+            types = prepared.param_types + [0] * (count - len(prepared.param_types))
+            self._out.append(wire.parameter_description([t or pgcompat.TEXT for t in types]))
+            self._out.append(wire.NO_DATA)  # the result's shape is known once bound (Describe of the portal)
+            return
+        portal = self._portal(name)
+        self._run_portal(portal)
+        portal.described = True
+        result = portal.results[0] if portal.results else None
+        if result is not None and result.columns and _returns_rows(result):
+            self._out.append(self._row_description(result, portal))
+        else:
+            self._out.append(wire.NO_DATA)
+
+    def _execute(self, payload: bytes) -> None:
+        name, limit = wire.parse_execute(payload)
+        portal = self._portal(name)
+        self._run_portal(portal)
+        result = portal.results[0] if portal.results else None
+        if result is None:
+            self._out.append(wire.command_complete(portal.tag))
+            return
+        if result.columns and _returns_rows(result):
+            end = len(result.rows) if limit <= 0 else min(len(result.rows), portal.sent + limit)
+            self._send_rows(result, portal, portal.sent, end)
+            portal.sent = end
+            if end < len(result.rows):
+                self._out.append(wire.PORTAL_SUSPENDED)
+                return
+        self._out.append(wire.command_complete(_tag(result, portal.prepared.sql)))
+
+    def _close_target(self, payload: bytes) -> None:
+        kind, name = wire.parse_target(payload)
+        (self.prepared if kind == "S" else self.portals).pop(name, None)
+        self._out.append(wire.CLOSE_COMPLETE)
+
+    def _sync(self, _payload: bytes) -> None:
+        self._skip_to_sync = False
+        self.portals.pop("", None)
+        self._out.append(wire.ready_for_query(self.status))
+        self._flush(b"")
+
+    def _flush(self, _payload: bytes) -> None:
+        if self._out:
+            data, self._out = b"".join(self._out), []
+            self.sock.sendall(data)
+
+    # --- running statements ------------------------------------------------------------------
+    def _portal(self, name: str) -> Portal:
+        portal = self.portals.get(name)
+        if portal is None:
+            raise errors.ProgrammingError(f'portal "{name}" does not exist')
+        return portal
+
+    def _run_portal(self, portal: Portal) -> None:
+        if portal.results is not None:
+            return
+        sql = portal.prepared.sql
+        answer = self._client_statement(sql) if sql.strip() else pgcompat.ClientAnswer("")
+        if answer is not None:
+            if answer.rows:
+                portal.results = [Result(list(answer.columns), [tuple(r) for r in answer.rows], kind="status")]
+            else:
+                portal.results, portal.tag = [], answer.tag
+            self._apply(answer)
+            return
+        portal.results = self._run(sql, portal.params)
+        portal.tag = _tag(None, sql)
+
+    def _client_statement(self, sql: str) -> pgcompat.ClientAnswer | None:
+        answer = pgcompat.client_statement(sql, self.settings)
+        if self.status == FAILED and not (answer is not None and answer.transaction in ("end", "recover")):
+            raise errors.InternalError("current transaction is aborted, commands ignored until end of "
+                                       "transaction block")
+        return answer
+
+    def _apply(self, answer: pgcompat.ClientAnswer) -> None:
+        if answer.transaction == "begin":
+            self.status = IN_TRANSACTION
+        elif answer.transaction == "end":
+            self.status = IDLE
+        elif answer.transaction == "recover" and self.status == FAILED:
+            self.status = IN_TRANSACTION
+        if answer.setting is not None:
+            self._out.append(wire.parameter_status(*answer.setting))
+
+    def _run(self, sql: str, params: list) -> list[Result]:
+        """Statements on the analyst's session (DP queries, public SQL, dpsql's own statements)."""
+        self._cancel = False
+        try:
+            return self.connection.session.execute(pgcompat.rewrite_catalog_sql(sql), params or None)
+        except duckdb.Error as e:
+            raise errors.OperationalError(str(e).splitlines()[0]) from None
+        except Cancelled:
+            raise
+        except errors.Error:
+            log.debug("failed statement of %s: %s", self.analyst, sql[:500])
+            raise
+
+    def _before_charge(self) -> None:
+        """The last moment a statement can be stopped with nothing spent: if the client asked to
+        cancel, or has gone, it is."""
+        if self._cancel:
+            raise Cancelled("canceling statement due to user request; nothing was charged")
+        if self._client_gone():
+            raise errors.OperationalError("the client disconnected before the answer; nothing was charged")
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its end (peeked on a duplicate of the raw socket, so TLS works too)."""
+        try:
+            raw = socket.fromfd(self.sock.fileno(), self.sock.family, self.sock.type)
+        except OSError:
+            return True
+        try:
+            return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        finally:
+            raw.close()
+
+    # --- sending ----------------------------------------------------------------------------
+    def _send_now(self, data: bytes) -> None:
+        self._out.append(data)
+        self._flush(b"")
+
+    def _send_client_answer(self, answer: pgcompat.ClientAnswer) -> None:
+        self._apply(answer)
+        if answer.columns:
+            result = Result(list(answer.columns), [tuple(r) for r in answer.rows], kind="status")
+            self._out.append(self._row_description(result, None))
+            self._send_rows(result, None, 0, len(result.rows))
+        self._out.append(wire.command_complete(answer.tag))
+
+    def _send_results(self, results: list[Result], last_sql: str) -> None:
+        if not results:
+            self._out.append(wire.command_complete(_tag(None, last_sql)))
+        for result in results:
+            if result.columns and _returns_rows(result):
+                self._out.append(self._row_description(result, None))
+                self._send_rows(result, None, 0, len(result.rows))
+            self._out.append(wire.command_complete(_tag(result, last_sql)))
+
+    def _row_description(self, result: Result, portal: Portal | None) -> bytes:
+        oids = [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns)
+        oids = oids[:len(result.columns)]
+        formats = _formats(portal.result_formats if portal else [], len(oids))
+        if portal is not None:
+            portal.oids = oids
+        return wire.row_description([wire.Field(name, oid, pgcompat.type_size(oid), fmt)
+                                     for name, oid, fmt in zip(result.columns, oids, formats)])
+
+    def _send_rows(self, result: Result, portal: Portal | None, start: int, end: int) -> None:
+        oids = (portal.oids if portal is not None and portal.oids else
+                [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns))
+        formats = _formats(portal.result_formats if portal else [], len(result.columns))
+        for row in result.rows[start:end]:
+            self._out.append(wire.data_row(
+                pgcompat.encode_binary(v, oid) if fmt == 1 else pgcompat.encode_text(v)
+                for v, oid, fmt in zip(row, oids, formats)))
+            if len(self._out) > 512:
+                self._flush(b"")
+
+    def _error(self, e: Exception) -> None:
+        sqlstate = "57014" if isinstance(e, Cancelled) else next(s for cls, s in _SQLSTATES if isinstance(e, cls))
+        if self.status == IN_TRANSACTION:
+            self.status = FAILED
+        self._out.append(wire.error_response(sqlstate, str(e).splitlines()[0] if str(e) else type(e).__name__))
+
+
+def _formats(requested: list[int], n: int) -> list[int]:
+    if not requested:
+        return [0] * n
+    if len(requested) == 1:
+        return requested * n
+    if len(requested) != n:
+        raise wire.ProtocolError("result format codes do not match the columns")
+    return requested
+
+
+def _returns_rows(result: Result) -> bool:
+    return result.command in ("SELECT", "EXPLAIN", "PRAGMA", "CALL") or result.kind != "public"
+
+
+def _tag(result: Result | None, sql: str) -> str:
+    """The CommandComplete tag PostgreSQL sends for a statement."""
+    words = pgcompat.strip_leading_comments(sql).split()
+    first = words[0].upper() if words else ""
+    if result is not None and result.columns and _returns_rows(result):
+        return f"SELECT {len(result.rows)}"
+    count = max(result.rowcount, 0) if result is not None else 0
+    if first == "INSERT":
+        return f"INSERT 0 {count}"
+    if first in ("UPDATE", "DELETE"):
+        return f"{first} {count}"
+    if first in ("CREATE", "DROP", "ALTER") and len(words) > 1:
+        kind = words[1].upper()
+        kind = words[2].upper() if kind in ("OR", "TEMP", "TEMPORARY") and len(words) > 2 else kind
+        return f"{first} {'TABLE' if kind in ('REPLACE', 'TEMP', 'TEMPORARY') else kind}"
+    return first or "SELECT 0"

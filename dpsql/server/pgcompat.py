@@ -1,0 +1,275 @@
+"""What PostgreSQL clients expect of a server beyond SQL: types, settings, transactions, catalog functions.
+
+A client library (psql, psycopg, SQLAlchemy, JDBC drivers) sends, besides the analyst's SQL,
+statements about the server itself — `SET extra_float_digits = 3`, `SHOW transaction isolation
+level`, `BEGIN`/`COMMIT`, `SELECT pg_catalog.version()` — and reads values in PostgreSQL's
+text format with PostgreSQL type OIDs. This module answers those itself (`client_statement`),
+adapts catalog queries to the analyst's workspace, whose DuckDB emulates most of `pg_catalog`
+(`rewrite_catalog_sql`, `CATALOG_MACROS`), and encodes values (`type_oid`, `encode_text`,
+`decode_parameter`).
+
+To support a new client: capture what it sends (the server logs failed statements at
+DEBUG level on `dpsql.server`), then add the setting to `SETTINGS`, the statement shape
+to `client_statement`, or the catalog function to `CATALOG_MACROS`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import re
+import struct
+import uuid
+from dataclasses import dataclass
+
+from dpsql.errors import ProgrammingError
+
+SERVER_VERSION = "16.0"
+VERSION_TEXT = f"PostgreSQL {SERVER_VERSION} (dpsql: differentially private answers; DuckDB workspace)"
+
+# Settings reported at start-up (ParameterStatus) and answered by SHOW; SET of any of these is
+# accepted and remembered for the connection (it changes nothing in dpsql's answers).
+SETTINGS = {
+    "server_version": SERVER_VERSION, "server_encoding": "UTF8", "client_encoding": "UTF8",
+    "DateStyle": "ISO, MDY", "IntervalStyle": "postgres", "TimeZone": "UTC", "integer_datetimes": "on",
+    "standard_conforming_strings": "on", "application_name": "", "is_superuser": "off",
+    "default_transaction_read_only": "off", "in_hot_standby": "off", "search_path": '"$user", public',
+    "extra_float_digits": "1", "statement_timeout": "0", "lock_timeout": "0",
+    "idle_in_transaction_session_timeout": "0", "transaction_isolation": "read committed",
+    "transaction isolation level": "read committed", "max_identifier_length": "63", "lc_messages": "C",
+    "lc_monetary": "C", "lc_numeric": "C", "lc_time": "C", "bytea_output": "hex", "client_min_messages": "notice",
+    "row_security": "on", "jit": "off", "geqo": "on", "timezone": "UTC", "datestyle": "ISO, MDY",
+}
+STARTUP_REPORTED = ("server_version", "server_encoding", "client_encoding", "DateStyle", "IntervalStyle",
+                    "TimeZone", "integer_datetimes", "standard_conforming_strings", "application_name",
+                    "is_superuser", "default_transaction_read_only", "in_hot_standby")
+
+# Catalog functions psql, pgcli and SQLAlchemy call that DuckDB's pg_catalog emulation lacks; created in
+# each analyst's workspace (where only catalog metadata lives). Calls written pg_catalog.f(...) are
+# rewritten to f(...) so that these apply.
+CATALOG_MACROS = [
+    "CREATE MACRO pg_get_userbyid(id) AS 'dpsql'",
+    "CREATE MACRO to_regtype(name) AS (SELECT oid FROM pg_catalog.pg_type WHERE typname = name LIMIT 1)",
+    "CREATE MACRO to_regclass(name) AS (SELECT oid FROM pg_catalog.pg_class WHERE relname = name LIMIT 1)",
+    "CREATE MACRO obj_description(id, catalog := NULL) AS NULL::VARCHAR",
+    "CREATE MACRO col_description(id, column_number) AS NULL::VARCHAR",
+    "CREATE MACRO shobj_description(id, catalog) AS NULL::VARCHAR",
+    "CREATE MACRO pg_get_expr(expression, relation, pretty := false) AS NULL::VARCHAR",
+    "CREATE MACRO pg_encoding_to_char(id) AS 'UTF8'",
+    "CREATE MACRO pg_get_constraintdef(id, pretty := false) AS NULL::VARCHAR",
+    "CREATE MACRO pg_get_indexdef(id, column_number := 0, pretty := false) AS NULL::VARCHAR",
+    "CREATE MACRO pg_get_viewdef(id, pretty := false) AS NULL::VARCHAR",
+    "CREATE MACRO pg_relation_is_publishable(id) AS false",
+    "CREATE MACRO pg_total_relation_size(id) AS 0",
+    "CREATE MACRO pg_get_serial_sequence(relation, column_name) AS NULL::VARCHAR",
+    "CREATE MACRO pg_collation_is_visible(id) AS true",
+    "CREATE MACRO pg_type_is_visible(id) AS true",
+    "CREATE MACRO pg_get_partkeydef(id) AS NULL::VARCHAR",
+    "CREATE MACRO pg_get_statisticsobjdef_columns(id) AS NULL::VARCHAR",
+    "CREATE MACRO pg_relation_size(id) AS 0",
+]
+
+_COMMENTS = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*", re.S)
+_BEGIN = re.compile(r"^(BEGIN|START\s+TRANSACTION)\b", re.I)
+_COMMIT = re.compile(r"^(COMMIT|END)(\s+(WORK|TRANSACTION))?\s*(AND\s+(NO\s+)?CHAIN)?\s*$", re.I)
+_ROLLBACK = re.compile(r"^(ROLLBACK|ABORT)(\s+(WORK|TRANSACTION))?\s*$", re.I)
+_SAVEPOINT = re.compile(r'^(SAVEPOINT|RELEASE(\s+SAVEPOINT)?|ROLLBACK\s+TO(\s+SAVEPOINT)?)\s+("[^"]+"|\w+)\s*$', re.I)
+_SET = re.compile(r"^SET\s+(?:(?:SESSION|LOCAL)\s+)?(?!dpsql\.)([\w.]+)\s*(?:=|TO)\s*(.+?)\s*$", re.I | re.S)
+_SET_SPECIAL = re.compile(r"^SET\s+(?:(?:SESSION|LOCAL)\s+)?(TIME\s+ZONE|NAMES|SESSION\s+CHARACTERISTICS|"
+                          r"TRANSACTION)\b\s*(.*?)\s*$", re.I | re.S)
+_SHOW = re.compile(r"^SHOW\s+(?!dpsql\.)(ALL|[\w.]+(?:\s+isolation\s+level)?)\s*$", re.I)
+_RESET = re.compile(r"^(RESET\s+(ALL|[\w.]+)|DISCARD\s+(ALL|PLANS|SEQUENCES|TEMP|TEMPORARY)|DEALLOCATE(\s+PREPARE)?"
+                    r"\s+(ALL|\w+)|UNLISTEN\s+\S+|CLOSE\s+ALL)\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class ClientAnswer:
+    """What a client statement does: a command tag, optionally rows, and the transaction state after it."""
+
+    tag: str
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple, ...] = ()
+    transaction: str | None = None  # "begin", "end", "recover" (ROLLBACK TO a savepoint) or None (unchanged)
+    setting: tuple[str, str] | None = None  # a setting to report back (ParameterStatus)
+
+
+def strip_leading_comments(sql: str) -> str:
+    return _COMMENTS.sub("", sql, count=1).strip().rstrip(";").strip()
+
+
+def client_statement(sql: str, settings: dict[str, str]) -> ClientAnswer | None:
+    """The answer to a statement about the server or the transaction, or None for SQL proper."""
+    text = strip_leading_comments(sql)
+    if _BEGIN.match(text) and not re.match(r"^BEGIN\s+WORKLOAD\b", text, re.I):
+        return ClientAnswer("BEGIN", transaction="begin")
+    if _COMMIT.match(text):
+        return ClientAnswer("COMMIT", transaction="end")
+    if _ROLLBACK.match(text):
+        return ClientAnswer("ROLLBACK", transaction="end")
+    m = _SAVEPOINT.match(text)
+    if m:
+        command = m.group(1).split()[0].upper()
+        return ClientAnswer(command, transaction="recover" if command == "ROLLBACK" else None)
+    m = _SET_SPECIAL.match(text)
+    if m:
+        kind = " ".join(m.group(1).upper().split())
+        if kind == "TIME ZONE":
+            settings["TimeZone"] = m.group(2).strip("'")
+            return ClientAnswer("SET", setting=("TimeZone", settings["TimeZone"]))
+        return ClientAnswer("SET")
+    m = _SET.match(text)
+    if m:
+        name, value = m.group(1), m.group(2).strip().strip("'")
+        known = _known_setting(name)
+        settings[known or name] = value
+        return ClientAnswer("SET", setting=(known, value) if known in STARTUP_REPORTED else None)
+    m = _SHOW.match(text)
+    if m:
+        name = " ".join(m.group(1).split())
+        if name.upper() == "ALL":
+            return ClientAnswer("SHOW", ("name", "setting", "description"),
+                                tuple((k, v, "") for k, v in sorted(settings.items())))
+        known = _known_setting(name)
+        if known is None:
+            raise ProgrammingError(f'unrecognized configuration parameter "{name}"')
+        return ClientAnswer("SHOW", (name.lower(),), ((settings[known],),))
+    if _VERSION_QUERY.match(text):
+        return ClientAnswer("SELECT 1", ("version",), ((VERSION_TEXT,),))
+    m = _RESET.match(text)
+    if m:
+        return ClientAnswer(" ".join(text.split()[:1]).upper())
+    return None
+
+
+def _known_setting(name: str) -> str | None:
+    lowered = {k.lower(): k for k in SETTINGS}
+    return lowered.get(name.lower())
+
+
+_VERSION_QUERY = re.compile(r"^SELECT\s+(?:pg_catalog\s*\.\s*)?version\s*\(\s*\)\s*(?:AS\s+\w+\s*)?$", re.I)
+_VERSION_CALL = re.compile(r"\b(?:pg_catalog\s*\.\s*)?version\s*\(\s*\)", re.I)
+_OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!=<>*+\-/]+)\s*\)", re.I)
+_COLLATE = re.compile(r"\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I)
+_CATALOG_CALL = re.compile(r"\bpg_catalog\s*\.\s*(\w+)\s*\(", re.I)
+_JSON_BUILD = re.compile(r"\bjsonb?_build_object\s*\(", re.I)
+_REG_CAST = re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|regnamespace|oid)\b", re.I)
+_REG_CAST_AS = re.compile(r"\bAS\s+(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|regnamespace)\s*\)", re.I)
+
+
+def rewrite_catalog_sql(sql: str) -> str:
+    """Adapt PostgreSQL catalog idioms to the workspace's DuckDB: version(), OPERATOR(pg_catalog.~),
+    COLLATE pg_catalog.default, pg_catalog.f(...) calls, json_build_object and ::regclass casts."""
+    if "pg_" not in sql.lower() and "version" not in sql.lower():
+        return sql
+    sql = _VERSION_CALL.sub(f"'{VERSION_TEXT}'", sql)
+    sql = _OPERATOR.sub(r"\1", sql)
+    sql = _COLLATE.sub("", sql)
+    sql = _CATALOG_CALL.sub(r"\1(", sql)
+    sql = _JSON_BUILD.sub("json_object(", sql)
+    sql = _REG_CAST_AS.sub("AS BIGINT)", sql)
+    return _REG_CAST.sub("::BIGINT", sql)
+
+
+# --- types and values ----------------------------------------------------------------------------
+
+BOOL, BYTEA, INT8, INT2, INT4, TEXT, FLOAT4, FLOAT8, VARCHAR = 16, 17, 20, 21, 23, 25, 700, 701, 1043
+DATE, TIME, TIMESTAMP, TIMESTAMPTZ, INTERVAL, NUMERIC, UUID, JSON, UNKNOWN = (
+    1082, 1083, 1114, 1184, 1186, 1700, 2950, 114, 705)
+_OIDS = {
+    "BOOLEAN": BOOL, "TINYINT": INT2, "SMALLINT": INT2, "UTINYINT": INT2, "INTEGER": INT4, "USMALLINT": INT4,
+    "BIGINT": INT8, "UINTEGER": INT8, "UBIGINT": NUMERIC, "HUGEINT": NUMERIC, "UHUGEINT": NUMERIC,
+    "FLOAT": FLOAT4, "DOUBLE": FLOAT8, "VARCHAR": TEXT, "BLOB": BYTEA, "DATE": DATE, "TIME": TIME,
+    "TIMESTAMP": TIMESTAMP, "TIMESTAMP WITH TIME ZONE": TIMESTAMPTZ, "INTERVAL": INTERVAL, "UUID": UUID,
+    "JSON": JSON,
+}
+_SIZES = {BOOL: 1, INT2: 2, INT4: 4, INT8: 8, FLOAT4: 4, FLOAT8: 8, DATE: 4, TIME: 8, TIMESTAMP: 8,
+          TIMESTAMPTZ: 8, UUID: 16}
+
+
+def type_oid(duckdb_type: str | None) -> int:
+    """The PostgreSQL type OID shown for a DuckDB type (text for anything without a counterpart)."""
+    if not duckdb_type:
+        return TEXT
+    name = duckdb_type.upper()
+    if name.startswith("DECIMAL"):
+        return NUMERIC
+    return _OIDS.get(name, TEXT)
+
+
+def type_size(oid: int) -> int:
+    return _SIZES.get(oid, -1)
+
+
+def encode_text(value) -> bytes | None:
+    """A value in PostgreSQL's text format."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return b"t" if value else b"f"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return b"NaN"
+        if math.isinf(value):
+            return b"Infinity" if value > 0 else b"-Infinity"
+        return repr(value).encode()
+    if isinstance(value, (int, decimal.Decimal, uuid.UUID)):
+        return str(value).encode()
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ").encode()
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat().encode()
+    if isinstance(value, dt.timedelta):
+        return f"{value.days} days {value.seconds} seconds {value.microseconds} microseconds".encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return b"\\x" + bytes(value).hex().encode()
+    if isinstance(value, (list, tuple)):
+        return ("{" + ",".join(_array_item(v) for v in value) + "}").encode()
+    return str(value).encode()
+
+
+def _array_item(value) -> str:
+    if value is None:
+        return "NULL"
+    text = encode_text(value).decode()
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(value, str) else text
+
+
+def encode_binary(value, oid: int) -> bytes | None:
+    """A value in PostgreSQL's binary format, for the types clients ask binary results of."""
+    if value is None:
+        return None
+    packers = {BOOL: "!?", INT2: "!h", INT4: "!i", INT8: "!q", FLOAT4: "!f", FLOAT8: "!d"}
+    if oid in packers:
+        return struct.pack(packers[oid], value)
+    if oid in (TEXT, VARCHAR, UNKNOWN):
+        return str(value).encode()
+    if oid == BYTEA:
+        return bytes(value)
+    raise ProgrammingError(f"binary results of type OID {oid} are not supported: ask for text results")
+
+
+def decode_parameter(raw: bytes | None, oid: int, binary: bool):
+    """A bound parameter as a Python value (text format: as the client wrote it, typed by its OID)."""
+    if raw is None:
+        return None
+    if binary:
+        unpackers = {BOOL: "!?", INT2: "!h", INT4: "!i", INT8: "!q", FLOAT4: "!f", FLOAT8: "!d"}
+        if oid in unpackers:
+            return struct.unpack(unpackers[oid], raw)[0]
+        if oid in (TEXT, VARCHAR, UNKNOWN, 0):
+            return raw.decode()
+        if oid == BYTEA:
+            return raw
+        raise ProgrammingError(f"binary parameters of type OID {oid} are not supported: send them as text")
+    text = raw.decode()
+    if oid in (INT2, INT4, INT8):
+        return int(text)
+    if oid in (FLOAT4, FLOAT8):
+        return float(text)
+    if oid == NUMERIC:
+        number = decimal.Decimal(text)
+        return int(number) if number == number.to_integral_value() else float(number)
+    if oid == BOOL:
+        return text.lower() in ("t", "true", "1", "on", "yes", "y")
+    return text

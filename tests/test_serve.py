@@ -1,0 +1,233 @@
+"""`dpsql serve`: real PostgreSQL clients against a real server on a local port.
+
+The server runs as `dpsql serve PROFILE` in a subprocess; psql (when installed), psycopg 3,
+SQLAlchemy's postgresql dialect, pandas and jupysql talk to it as they would to PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dpsql.ledger import Ledger
+from dpsql.server.auth import scram_verifier
+
+psycopg = pytest.importorskip("psycopg")
+
+CATALOG = """
+[tables.people]
+[tables.people.columns]
+age = { type = "integer", min = 0, max = 99 }
+sex = { type = "categorical", values = ["F", "M"] }
+"""
+
+
+class Served:
+    """A running `dpsql serve` and what it serves."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.profile = root / "profile.toml"
+        self.process: subprocess.Popen | None = None
+        self.port = 0
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(self.profile)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        match = re.search(r"listening on [\d.]+:(\d+)", line)
+        assert match, line + self.process.stderr.read()
+        self.port = int(match.group(1))
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=20)
+        self.process = None
+
+    def dsn(self, user: str = "alice", password: str = "alice-pw") -> str:
+        return f"host=127.0.0.1 port={self.port} user={user} password={password} dbname=census"
+
+    def url(self, user: str = "alice", password: str = "alice-pw") -> str:
+        return f"postgresql+psycopg://{user}:{password}@127.0.0.1:{self.port}/census"
+
+    def ledger(self) -> Ledger:
+        return Ledger.existing(str(self.root / "census.duckdb.dpsql-state"))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    con = duckdb.connect(str(root / "census.duckdb"))
+    con.execute("CREATE TABLE people AS SELECT (i * 7919 % 100)::INTEGER AS age, "
+                "CASE WHEN i % 3 = 0 THEN 'M' ELSE 'F' END AS sex, 'ssn-' || i AS ssn FROM range(20000) t(i)")
+    con.close()
+    (root / "catalog.toml").write_text(CATALOG)
+    bob_md5 = "md5" + hashlib.md5(b"bob-pw" + b"bob").hexdigest()
+    (root / "profile.toml").write_text(f"""
+[data]
+database = "census.duckdb"
+catalog = "catalog.toml"
+[budget]
+epsilon = 10
+delta = 1e-9
+[server]
+listen = "127.0.0.1:0"
+[analysts.alice]
+epsilon = 2
+password = "{scram_verifier('alice-pw')}"
+[analysts.bob]
+epsilon = 0.25
+password = "{bob_md5}"
+[analysts.carol]
+epsilon = 1
+""")
+    server = Served(root)
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_psycopg_gets_dp_answers_with_parameters_and_public_sql(served):
+    with psycopg.connect(served.dsn()) as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT sex, COUNT(*) AS n FROM people WHERE age >= %s GROUP BY sex ORDER BY sex", (50,))
+        assert [d.name for d in cur.description] == ["sex", "n"]
+        rows = cur.fetchall()
+        assert [r[0] for r in rows] == ["F", "M"] and all(abs(r[1] - t) < 400 for r, t in zip(rows, (6667, 3333)))
+        cur.execute("CREATE TABLE notes (a INTEGER, b VARCHAR)")
+        assert cur.statusmessage == "CREATE TABLE" and cur.description is None
+        cur.execute("INSERT INTO notes VALUES (%s, %s), (2, 'x')", (1, "y"))
+        assert cur.statusmessage == "INSERT 0 2" and cur.rowcount == 2
+        cur.execute("SELECT a, b FROM notes ORDER BY a")
+        assert cur.fetchall() == [(1, "y"), (2, "x")]
+
+
+def test_error_bars_and_budget_are_sql(served):
+    with psycopg.connect(served.dsn(), autocommit=True) as conn:
+        cur = conn.cursor()
+        cur.execute("SET dpsql.stderr = on")
+        cur.execute("SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM people GROUP BY sex ORDER BY sex")
+        assert [d.name for d in cur.description] == ["sex", "n", "n_stderr", "mean_age", "mean_age_stderr"]
+        for _, n, n_se, mean, mean_se in cur.fetchall():
+            assert n_se > 0 and mean_se > 0 and 0 <= mean <= 99
+        cur.execute("SHOW dpsql.budget")
+        budget = {row[0]: row[1:] for row in cur.fetchall()}
+        assert budget["total"][0] == pytest.approx(2.0)  # alice's own budget, in ε
+        assert budget["last_charge"][2] > 0 and budget["remaining"][2] < budget["total"][2]
+
+
+def test_charges_are_attributed_to_the_analyst_and_capped_by_their_budget(served):
+    with psycopg.connect(served.dsn("bob", "bob-pw"), autocommit=True) as conn:
+        cur = conn.cursor()
+        cur.execute("SET dpsql.query_epsilon = 0.2")
+        cur.execute("SELECT COUNT(*) FROM people WHERE age < 10")
+        with pytest.raises(psycopg.Error) as caught:
+            cur.execute("SELECT COUNT(*) FROM people WHERE age < 20")
+        assert caught.value.sqlstate == "53400"
+    charges = served.ledger().charges()
+    assert [c.who for c in charges if "age < 10" in c.statement] == ["bob"]
+    assert not [c for c in charges if "age < 20" in c.statement]
+
+
+def test_sqlalchemy_pandas_and_reflection(served):
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    pandas = pytest.importorskip("pandas")
+    engine = sqlalchemy.create_engine(served.url())
+    frame = pandas.read_sql("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex", engine)
+    assert list(frame.columns) == ["sex", "n"] and list(frame["sex"]) == ["F", "M"]
+    with engine.connect() as conn:
+        assert "people" in sqlalchemy.inspect(conn).get_table_names()
+        columns = conn.execute(sqlalchemy.text(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'people' "
+            "ORDER BY ordinal_position")).fetchall()
+        assert [c for (c,) in columns] == ["age", "sex"]  # declared columns only: never ssn
+    engine.dispose()
+
+
+def test_jupysql_magic(served):
+    ipython = pytest.importorskip("IPython.testing.globalipapp")
+    pytest.importorskip("sql.magic")
+    shell = ipython.start_ipython() or ipython.get_ipython()
+    shell.run_line_magic("load_ext", "sql")
+    shell.run_line_magic("config", "SqlMagic.autopandas = True")
+    shell.run_line_magic("config", "SqlMagic.displaylimit = 0")
+    shell.run_line_magic("sql", served.url())
+    frame = shell.run_cell_magic("sql", "", "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex")
+    assert list(frame["sex"]) == ["F", "M"] and frame["n"].sum() > 15000
+    from sql.connection import ConnectionManager
+
+    ConnectionManager.close_all()
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql (postgresql-client) is not installed")
+def test_psql_runs_queries_and_lists_tables(served):
+    env = {**os.environ, "PGPASSWORD": "alice-pw"}
+    args = ["psql", "-X", "-h", "127.0.0.1", "-p", str(served.port), "-U", "alice", "-d", "census", "-A", "-t"]
+    done = subprocess.run(args + ["-c", "SELECT COUNT(*) AS n FROM people", "-c", "\\dt"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    count, listing = done.stdout.strip().splitlines()[:2]
+    assert abs(float(count) - 20000) < 500 and "people" in listing
+    described = subprocess.run(args + ["-c", "\\d people"], env=env, capture_output=True, text=True, timeout=60)
+    assert described.returncode == 0 or described.stderr.startswith("ERROR:")  # works or fails cleanly
+
+
+def test_wrong_passwords_are_refused_then_throttled(served):
+    for _ in range(3):
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(served.dsn("carol", "guess"))
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(served.dsn("nobody", "guess"))  # unknown names fail the same way
+    with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
+        psycopg.connect(served.dsn("carol", "guess"))
+    with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
+        psycopg.connect(served.dsn("carol", "anything"))  # no password check while throttled
+
+
+def test_a_malformed_message_closes_only_that_connection(served):
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as raw:
+        raw.sendall(struct.pack("!ii", 8, 1234))  # protocol 0.1234
+        assert raw.recv(1000).startswith(b"E")
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as raw:
+        raw.sendall(struct.pack("!i", -5) + b"garbage")
+        assert raw.recv(1000)[:1] in (b"E", b"")
+    with psycopg.connect(served.dsn()) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_client_gone_before_the_charge_is_not_charged(served, tmp_path):
+    from dpsql.server.client import ClientConnection
+
+    server_end, client_end = socket.socketpair()
+    client = ClientConnection.__new__(ClientConnection)
+    client.sock, client._cancel = server_end, False
+    client._before_charge()  # connected: goes ahead
+    client_end.close()
+    with pytest.raises(Exception, match="nothing was charged"):
+        client._before_charge()
+    server_end.close()
+
+
+def test_sigkill_loses_no_charge_and_answers_stay_free(served):
+    query = "SELECT COUNT(*) FROM people WHERE age BETWEEN 20 AND 29"
+    with psycopg.connect(served.dsn(), autocommit=True) as conn:
+        first = conn.execute(query).fetchone()
+    spent = served.ledger().spent()
+    served.stop(signal.SIGKILL)
+    served.start()
+    assert served.ledger().verify() == [] and served.ledger().spent() == pytest.approx(spent)
+    with psycopg.connect(served.dsn(), autocommit=True) as conn:
+        assert conn.execute(query).fetchone() == first  # answered from the ledger's measurements
+    assert served.ledger().spent() == pytest.approx(spent)
