@@ -231,3 +231,49 @@ def test_sigkill_loses_no_charge_and_answers_stay_free(served):
     with psycopg.connect(served.dsn(), autocommit=True) as conn:
         assert conn.execute(query).fetchone() == first  # answered from the ledger's measurements
     assert served.ledger().spent() == pytest.approx(spent)
+
+
+def test_cancel_stops_a_running_statement(served):
+    import threading
+
+    with psycopg.connect(served.dsn(), autocommit=True) as conn:
+        threading.Timer(1.0, conn.cancel).start()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute("SELECT COUNT(*) FROM range(1000000000000) a")
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection goes on
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is needed to make a test certificate")
+def test_tls_is_required_when_the_profile_gives_a_certificate(served, tmp_path):
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-keyout", str(tmp_path / "server.key"), "-out", str(tmp_path / "server.crt")],
+                   check=True, capture_output=True)
+    text = served.profile.read_text().replace('listen = "127.0.0.1:0"', 'listen = "127.0.0.1:0"\n'
+                                              f'tls_cert = "{tmp_path / "server.crt"}"\n'
+                                              f'tls_key = "{tmp_path / "server.key"}"')
+    for name in ("census.duckdb", "catalog.toml"):
+        (tmp_path / name).symlink_to(served.root / name)
+    secure = Served(tmp_path)
+    secure.profile.write_text(text.replace('database = "census.duckdb"',
+                                           f'database = "census.duckdb"\nledger = "{tmp_path / "tls.state"}"'))
+    secure.start()
+    try:
+        with psycopg.connect(secure.dsn() + " sslmode=require", autocommit=True) as conn:
+            assert conn.info.pgconn.ssl_in_use
+            assert conn.execute("SELECT COUNT(*) FROM people").fetchone()[0] > 15000
+        with pytest.raises(psycopg.OperationalError, match="requires TLS"):
+            psycopg.connect(secure.dsn() + " sslmode=disable")
+    finally:
+        secure.stop()
+
+
+def test_client_settings_are_remembered_and_engine_settings_refused(served):
+    with psycopg.connect(served.dsn(), autocommit=True) as conn:
+        conn.execute("SET extra_float_digits = 3")
+        assert conn.execute("SHOW extra_float_digits").fetchone() == ("3",)
+        assert conn.execute("SHOW transaction isolation level").fetchone() == ("read committed",)
+        for statement in ("SET memory_limit = '1MB'", "SET enable_logging = true", "SET threads = 1"):
+            with pytest.raises(psycopg.errors.SyntaxError, match="unrecognized configuration parameter"):
+                conn.execute(statement)
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            conn.execute("COPY people TO '/tmp/people.csv'")

@@ -387,12 +387,12 @@ class ClientConnection:
         self._cancel = False
         try:
             return self.connection.session.execute(pgcompat.rewrite_catalog_sql(sql), params or None)
-        except duckdb.Error as e:
-            raise errors.OperationalError(str(e).splitlines()[0]) from None
-        except Cancelled:
-            raise
-        except errors.Error:
+        except (errors.Error, duckdb.Error) as e:
+            if self._cancel:  # whatever stopped it (an interrupted scan, planning), the client asked for it
+                raise Cancelled("canceling statement due to user request; nothing was charged") from None
             log.debug("failed statement of %s: %s", self.analyst, sql[:500])
+            if isinstance(e, duckdb.Error):
+                raise errors.OperationalError(str(e).splitlines()[0]) from None
             raise
 
     def _before_charge(self) -> None:

@@ -29,7 +29,8 @@ SERVER_VERSION = "16.0"
 VERSION_TEXT = f"PostgreSQL {SERVER_VERSION} (dpsql: differentially private answers; DuckDB workspace)"
 
 # Settings reported at start-up (ParameterStatus) and answered by SHOW; SET of any of these is
-# accepted and remembered for the connection (it changes nothing in dpsql's answers).
+# accepted and remembered for the connection (it changes nothing in dpsql's answers); SET of
+# anything else (but dpsql.*) is refused.
 SETTINGS = {
     "server_version": SERVER_VERSION, "server_encoding": "UTF8", "client_encoding": "UTF8",
     "DateStyle": "ISO, MDY", "IntervalStyle": "postgres", "TimeZone": "UTC", "integer_datetimes": "on",
@@ -122,7 +123,10 @@ def client_statement(sql: str, settings: dict[str, str]) -> ClientAnswer | None:
     if m:
         name, value = m.group(1), m.group(2).strip().strip("'")
         known = _known_setting(name)
-        settings[known or name] = value
+        if known is None:  # e.g. DuckDB's own settings: never passed on, and not silently ignored either
+            raise ProgrammingError(f'unrecognized configuration parameter "{name}" (clients may set '
+                                   f'PostgreSQL session settings and dpsql.*)')
+        settings[known] = value
         return ClientAnswer("SET", setting=(known, value) if known in STARTUP_REPORTED else None)
     m = _SHOW.match(text)
     if m:
