@@ -21,6 +21,7 @@ import fcntl
 import getpass
 import hashlib
 import json
+import os
 import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,6 +100,7 @@ class Ledger:
         self.path = path
         self.who = who or _user()
         self.limit: float | None = None
+        self._status_cache: tuple | None = None  # ((files' signature, limit), status): see `status`
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         with self._open() as con:
             for stmt in _SCHEMA:
@@ -179,9 +181,32 @@ class Ledger:
             return self._spent(con)
 
     def status(self) -> tuple[float, float, float]:
-        """(total, spent, remaining) as `who` sees them: the ledger's, or within `who`'s limit."""
+        """(total, spent, remaining) as `who` sees them: the ledger's, or within `who`'s limit.
+
+        For display only (a charge re-checks under the lock): read again only when the state
+        files changed since the last read, so a free re-ask does not open the ledger."""
+        signature = self._files_signature()
+        cached = self._status_cache
+        if signature is not None and cached is not None and cached[0] == (signature, self.limit):
+            return cached[1]
         with self._open() as con:
-            return self._status(con)
+            status = self._status(con)
+        self._status_cache = ((signature, self.limit), status) if signature is not None else None
+        return status
+
+    def _files_signature(self) -> tuple | None:
+        """What changes whenever any process writes the state (its file and write-ahead log); None in memory."""
+        if self._memory is not None:
+            return None
+        signature = []
+        for path in (self.path, self.path + ".wal"):
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                signature.append(None)
+                continue
+            signature.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        return tuple(signature)
 
     def _status(self, con) -> tuple[float, float, float]:
         spent = self._spent(con)

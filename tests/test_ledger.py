@@ -86,6 +86,15 @@ def test_overspending_is_refused_and_charges_nothing(tmp_path):
     assert ledger.verify() == []
 
 
+def test_status_is_read_again_when_another_ledger_charges(tmp_path):
+    path = str(tmp_path / "state")
+    mine = _filled(path, charges=2)
+    other = Ledger(path, "gaussian", None, 1e-9, who="other")
+    assert mine.status()[1] == pytest.approx(0.2) and mine.status()[1] == pytest.approx(0.2)  # second: cached
+    other.charge(0.3, "SELECT elsewhere", "people", "sig", [_measurement(7)])
+    assert mine.status()[1] == pytest.approx(0.5)
+
+
 def _charge_loop(path, n, cost, out):
     ledger = Ledger(path, "gaussian", None, 1e-9, who=f"p{os.getpid()}")
     granted = 0

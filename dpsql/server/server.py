@@ -9,6 +9,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from pathlib import Path
 
 from dpsql.errors import ProfileError
@@ -46,6 +47,7 @@ class Server:
         self._clients: dict[int, ClientConnection] = {}
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
 
     # --- clients ------------------------------------------------------------------------------
@@ -100,9 +102,13 @@ class Server:
                 _refuse(sock, "53300", "sorry, too many clients already")
                 continue
             client = ClientConnection(self, sock, address[0])
-            threading.Thread(target=client.run, name=f"dpsql-client-{client.pid}", daemon=True).start()
+            thread = threading.Thread(target=client.run, name=f"dpsql-client-{client.pid}", daemon=True)
+            with self._lock:
+                self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            thread.start()
 
     def stop(self) -> None:
+        """Stop accepting clients (safe from a signal handler); `close` then ends the sessions."""
         self._stopping.set()
         if self._listener is not None:
             try:
@@ -110,6 +116,21 @@ class Server:
             except OSError:
                 pass
             self._listener.close()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """End every client's connection and wait for its session to close (running statements stop
+        before their charge: the client is gone)."""
+        with self._lock:
+            clients, threads = list(self._clients.values()), list(self._threads)
+        for client in clients:
+            client.cancel()
+            try:
+                client.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _refuse(sock: socket.socket, sqlstate: str, text: str) -> None:
@@ -132,4 +153,5 @@ def serve(profile_path: str | Path) -> None:
         server.serve_forever()
     except KeyboardInterrupt:
         server.stop()
+    server.close()
     print("dpsql: stopped", file=sys.stderr, flush=True)
