@@ -85,15 +85,19 @@ class Executor:
         self.hooks = Hooks()
         self.planning_seconds: float | None = None  # None: by the workload's size (`deadline`); 0: no limit
         self.models: dict[str, LeastSquaresModel] = {}
+        self._versions: dict[str, tuple | None] = {}  # per table: the ledger version its model was read at
         self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
 
     # --- what is known ------------------------------------------------------------------
     def model(self, table: Table) -> LeastSquaresModel:
-        """Least squares over every measurement of the table (from the ledger, then this connection's)."""
+        """Least squares over every measurement of the table in the ledger, read again whenever another
+        connection (another analyst, another process) has charged since: what anyone paid for is free here."""
         key = table.name.lower()
-        if key not in self.models:
+        version = self.ledger.version()
+        if key not in self.models or self._versions.get(key) != version:
             stored = self.ledger.measurements(table.name, table.signature())
             self.models[key] = LeastSquaresModel(table.domain, stored)
+            self._versions[key] = self.ledger.written_version
         return self.models[key]
 
     def answering(self, table: Table) -> AnsweringModel:
@@ -271,6 +275,8 @@ class Executor:
             key = r.table.name.lower()
             model = (models or {}).get(key) or self._with(r.table, r.measurements, r.estimator)
             self.models[key], self.generative[key] = model.exact, model.generative
+            if self._versions.get(key) == self.ledger.opened_version:
+                self._versions[key] = self.ledger.written_version  # nobody else wrote: the model is current
 
     def check_affordable(self, cost: float, max_rmse: float | None = None) -> None:
         """Refuse (BudgetExceededError) a cost that does not fit in what remains."""

@@ -101,6 +101,8 @@ class Ledger:
         self.who = who or _user()
         self.limit: float | None = None
         self._status_cache: tuple | None = None  # ((files' signature, limit), status): see `status`
+        self.opened_version: tuple | None = None  # the version when this ledger's last operation began
+        self.written_version: tuple | None = None  # ... and when it ended
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         with self._open() as con:
             for stmt in _SCHEMA:
@@ -158,6 +160,7 @@ class Ledger:
             raise OperationalError(f"cannot open the ledger lock {self.path + '.lock'!r}: {e}") from None
         with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            self.opened_version = self.version()  # under the lock: the state as the last writer left it
             try:
                 con = duckdb.connect(self.path)
             except duckdb.Error as e:
@@ -166,6 +169,7 @@ class Ledger:
                 yield con
             finally:
                 con.close()
+                self.written_version = self.version()  # still under the lock: exactly the state just left
 
     # --- budget ---------------------------------------------------------------------
     @staticmethod
@@ -185,7 +189,7 @@ class Ledger:
 
         For display only (a charge re-checks under the lock): read again only when the state
         files changed since the last read, so a free re-ask does not open the ledger."""
-        signature = self._files_signature()
+        signature = self.version()
         cached = self._status_cache
         if signature is not None and cached is not None and cached[0] == (signature, self.limit):
             return cached[1]
@@ -194,8 +198,11 @@ class Ledger:
         self._status_cache = ((signature, self.limit), status) if signature is not None else None
         return status
 
-    def _files_signature(self) -> tuple | None:
-        """What changes whenever any process writes the state (its file and write-ahead log); None in memory."""
+    def version(self) -> tuple | None:
+        """What changes whenever any process writes the state (its file and write-ahead log); None in
+        memory (only this connection writes it). `opened_version` and `written_version` are the versions
+        when this ledger's last operation began and ended (both under the lock): a version seen
+        earlier equal to `opened_version` means nobody else wrote in between."""
         if self._memory is not None:
             return None
         signature = []

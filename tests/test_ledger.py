@@ -204,3 +204,21 @@ def test_ledger_verify_and_show_commands(tmp_path, capsys):
     done = subprocess.run([sys.executable, "-m", "dpsql.cli", "ledger", "verify", state], capture_output=True,
                           text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert done.returncode == 1 and "TAMPERED" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_what_one_connection_paid_for_is_free_in_another_opened_before(tmp_path):
+    db = tmp_path / "data.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE people AS SELECT (i % 100)::INTEGER AS age FROM range(5000) t(i)")
+    con.close()
+    catalog = {"tables": {"people": {"columns": {"age": {"type": "integer", "min": 0, "max": 99}}}}}
+    first = dpsql.connect(str(db), catalog=catalog, epsilon=1, seed=1)
+    second = dpsql.connect(str(db), catalog=catalog, seed=2)
+    second.execute("SELECT COUNT(*) FROM people WHERE age < 50")  # second's model is read here
+    query = "SELECT COUNT(*) FROM people WHERE age >= 90"
+    paid = first.execute(query).fetchall()
+    spent = first.budget.spent.rho
+    assert second.execute(query).fetchall() == paid  # read from the ledger: the same answer, free
+    assert second.budget.spent.rho == pytest.approx(spent) and first.budget.spent.rho == pytest.approx(spent)
+    assert first.execute(query).fetchall() == paid  # first's own model stayed current
+    first.close(), second.close()

@@ -29,6 +29,8 @@ NOT_RUN = {
     "## How it works": "`dpsql synth` on a generated 1M-row table takes minutes; the second line is a template",
     "## Privacy semantics": "the privacy-unit catalog illustrates other tables",
     "## Scaling out": "it needs a Spark cluster",
+    "## Serving PostgreSQL clients": "it starts a server on a fixed port: tests/test_serve.py runs these clients "
+                                     "against a real server",
 }
 PROMPT, CONTINUATION = "dpsql> ", "  ...> "
 

@@ -25,7 +25,8 @@ def add_parsers(sub) -> None:
     serve.add_argument("profile", help="the data owner's deployment profile (TOML), with a [server] section and "
                                        "a password verifier for each analyst who may connect")
     serve.set_defaults(run=_serve)
-    passwd = sub.add_parser("passwd", help="print a SCRAM-SHA-256 password verifier for a profile's analyst")
+    passwd = sub.add_parser("passwd", help="print the profile line with an analyst's password verifier "
+                                           "(SCRAM-SHA-256; the password is read from the terminal or stdin)")
     passwd.add_argument("analyst", help="the analyst's name (their PostgreSQL user name)")
     passwd.set_defaults(run=_passwd)
 
@@ -50,5 +51,5 @@ def _passwd(args: argparse.Namespace) -> int:
     if not password:
         print("error: empty password", file=sys.stderr)
         return 1
-    print(f"[analysts.{args.analyst}]\npassword = \"{scram_verifier(password)}\"")
+    print(f"password = \"{scram_verifier(password)}\"  # [analysts.{args.analyst}]")
     return 0
