@@ -218,6 +218,9 @@ class Executor:
     # --- 2-6. scan, release, answer, charge, keep ------------------------------------------
     def execute(self, queries: list[CompiledQuery], statement: str, sizing: Sizing) -> list[Result]:
         """Plan, measure, answer, and only then charge: one result per query (see the module docstring)."""
+        if sizing.max_rmse is None and sizing.budget and any(
+                blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
+            self.check_affordable(sizing.budget)  # what cannot be paid for is refused before it is planned
         plans = self.plan(queries, sizing)
         total = sum(plan.cost for _, plan in plans.values())
         if total > 0:
