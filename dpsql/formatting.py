@@ -203,4 +203,4 @@ def footer(result: Result, with_charge: bool = True) -> str:
     if models:
         note += (f"; answered by the {' and the '.join(models)}: no ± where it answers (its error on what was "
                  "never measured is not bounded)")
-    return "\n".join([f"({n} row{'' if n == 1 else 's'}{note})"] + charge)
+    return "\n".join([f"({n} row{'' if n == 1 else 's'}{note})", *result.notes] + charge)

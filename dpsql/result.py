@@ -18,9 +18,11 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.sql.compiler import RESULT_RELATION, ROW_ORDER, CompiledQuery
+from dpsql.catalog import NUMERIC
+from dpsql.sql.compiler import RESULT_RELATION, ROW_ORDER, Aggregate, CompiledQuery
 from dpsql.errors import ProgrammingError
 from dpsql.sql.public import SANDBOX_CONFIG
+from mechanisms.quantiles import quantile_bins
 from mechanisms.reconstruction.answering import AnsweringModel
 
 
@@ -45,6 +47,7 @@ class Result:
     dp: list[bool] = field(default_factory=list)  # per column: DP values (with or without a standard error)
     command: str = "SELECT"  # the statement's kind (DuckDB's statement type: SELECT, INSERT, CREATE, ...)
     rowcount: int = -1  # a statement that returns no rows: the rows it changed (-1: not counted)
+    notes: list[str] = field(default_factory=list)  # what the values are, where it is not plain (MIN/MAX)
 
     def with_stderr_columns(self) -> "Result":
         """This result with a `<column>_stderr` column after each DP column (NULL where none is claimed)."""
@@ -87,9 +90,13 @@ def answered_by(query: CompiledQuery, model: AnsweringModel) -> list[str]:
 
 
 def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(estimate, standard error) per aggregate; AVG by the delta method on SUM/COUNT."""
+    """(estimate, standard error) per aggregate; AVG by the delta method on SUM/COUNT; a quantile
+    from its column's noisy CDF (`quantile_answer`)."""
     out = []
     for agg in query.aggregates:
+        if agg.kind == "quantile":
+            out.append(quantile_answer(agg, *model.answer(agg.blocks[0]), query.table.domain))
+            continue
         if agg.kind != "avg":
             est, var = model.answer(agg.blocks[0])
             out.append((est, np.sqrt(np.maximum(var, 0.0))))
@@ -102,6 +109,35 @@ def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple
             var = vs / c**2 + s**2 * vc / c**4 - 2 * s * cov / c**3  # s: the sum around agg.center
         out.append((agg.average(s, c, 1.0), np.where(c >= 1.0, np.sqrt(np.maximum(var, 0.0)), np.nan)))
     return out
+
+
+def quantile_answer(agg: Aggregate, prefix: np.ndarray, variance: np.ndarray, domain) -> tuple[np.ndarray, np.ndarray]:
+    """A quantile per group and its standard error: the larger distance from it to an end of its 95%
+    rank interval mapped to values, over 1.96 (so `Result.ci(0.95)` covers that interval). NaN where
+    a group's count is below 1."""
+    block, column = agg.blocks[0], agg.column
+    axes = [a for a in domain.attributes if a in block.group_by or a in block.mapped_rows]
+    shape = [block.mapped_rows.get(a) or domain.size_of(a) for a in axes]
+    position = axes.index(column.name)
+    prefix = np.moveaxis(np.asarray(prefix).reshape(shape), position, -1).reshape(-1, shape[position])
+    variance = np.moveaxis(np.asarray(variance).reshape(shape), position, -1).reshape(-1, shape[position])
+    found = quantile_bins(prefix, variance, agg.quantile, _Z95)
+    bins = np.maximum(found.bin, 0)
+    if column.kind == NUMERIC:
+        edges = np.asarray([float(e) for e in column.edges()])
+        width = edges[1:] - edges[:-1]
+        position_in_bin = 0.5 if agg.discrete else found.within
+        value = edges[bins] + position_in_bin * width[bins]
+        low, high = edges[found.low], edges[found.high + 1]
+    else:
+        labels = np.asarray(column.labels()[:column.value_bins], dtype=float)
+        value, low, high = labels[bins], labels[found.low], labels[found.high]
+    value = np.where(found.bin < 0, np.nan, value)
+    reach = np.maximum(value - low, high - value)
+    return value, np.where(found.bin < 0, np.nan, np.maximum(reach, 0.0) / _Z95)
+
+
+_Z95 = NormalDist().inv_cdf(0.975)
 
 
 def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]]) -> Result:
@@ -150,8 +186,9 @@ def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]])
         rows.append(tuple(r[:width]))
         errs = iter(r[width:])
         stderr.append(tuple(next(errs) if k is not None else None for k in query.output_aggregate))
+    notes = [a.approximation for a in query.aggregates if a.approximation]
     return Result(list(query.output_names), rows, stderr, types=types,
-                  dp=[k is not None for k in query.output_aggregate])
+                  dp=[k is not None for k in query.output_aggregate], notes=notes)
 
 
 @cache

@@ -15,6 +15,7 @@ Each module is one concept:
   linear strategy, with its dual certificate);
 - models: `reconstruction/` (least squares and the answering model), `pgm/` (graphical
   models: Private-PGM), `rap/` (relaxed adaptive projection);
+- post-processing: `quantiles` (quantiles and rank intervals from noisy prefix counts);
 - adaptive mechanisms: `aim`, `mst`, `rap`.
 """
 

@@ -117,7 +117,7 @@ BAD_QUERIES = [
     "SELECT * FROM people",
     "SELECT COUNT(*) FROM people p JOIN people q ON p.age = q.age",
     "SELECT COUNT(*) FROM (SELECT * FROM people)",
-    "SELECT MAX(age) FROM people",
+    "SELECT MAX(age + 1) FROM people",
     "SELECT COUNT(DISTINCT age) FROM people",
     "SELECT COUNT(*) FROM people WHERE age = 150",
     "SELECT COUNT(*) FROM people WHERE sex = 'X'",

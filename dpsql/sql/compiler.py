@@ -1,11 +1,13 @@
 """SQL over one protected table -> workload blocks + a template for the result.
 
 The compiler accepts one SELECT with COUNT/SUM/AVG aggregates (with FILTER and
-CASE), a WHERE of comparisons with literals, GROUP BY declared columns, and
+CASE) and quantiles of a declared column (MEDIAN, QUANTILE, PERCENTILE_CONT/DISC, and
+MIN/MAX as extreme quantiles), a WHERE of comparisons with literals, GROUP BY declared columns, and
 HAVING/ORDER BY/LIMIT/OFFSET, which are applied to the noisy answers. Given the
 session's public tables, joins with public lookup tables compile to public maps
 of a declared column (`dpsql.sql.lookups`). Every
-aggregate becomes a `Block` (AVG becomes a SUM block and a COUNT block). The
+aggregate becomes a `Block` (AVG becomes a SUM block and a COUNT block; a quantile the
+block of its column's prefix counts). The
 rest of the statement becomes a *template*: the same SELECT rewritten to read
 the noisy per-group answers from a small relation, so DuckDB evaluates the
 projections, HAVING, ORDER BY and LIMIT on noisy values only.
@@ -24,7 +26,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dpsql.catalog import Catalog, Table
+from dpsql.catalog import CATEGORICAL, Catalog, Column, Table
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, literal_value
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
@@ -35,13 +37,7 @@ RESULT_RELATION = "dp_result"
 ROW_ORDER = "__row"
 
 _REFUSED_AGGREGATES = {
-    "Min": "MIN/MAX depend on a single individual's value; use a GROUP BY histogram or a range count instead",
-    "Max": "MIN/MAX depend on a single individual's value; use a GROUP BY histogram or a range count instead",
-    "Quantile": "percentiles are not supported yet; use a GROUP BY histogram of the column",
-    "PercentileCont": "percentiles are not supported yet; use a GROUP BY histogram of the column",
-    "PercentileDisc": "percentiles are not supported yet; use a GROUP BY histogram of the column",
     "ApproxQuantile": "percentiles are not supported yet; use a GROUP BY histogram of the column",
-    "Median": "the median is not supported yet; use a GROUP BY histogram of the column",
     "Stddev": "standard deviations are not supported yet; use AVG of the column and of its square",
     "StddevPop": "standard deviations are not supported yet",
     "StddevSamp": "standard deviations are not supported yet",
@@ -68,17 +64,24 @@ _ANONYMOUS_AGGREGATES = frozenset({
 
 @dataclass
 class Aggregate:
-    """One aggregate of the query: COUNT or SUM (one block) or AVG (SUM and COUNT blocks).
+    """One aggregate of the query: COUNT or SUM (one block), AVG (SUM and COUNT blocks), or a
+    quantile (one block: the prefix counts of its column, per group).
 
     An AVG's sum block measures SUM(x - center), `center` the middle of x's declared
     range: half the sensitivity of SUM(x) when the range is [0, U], and its noise is
-    not multiplied by the mean when divided by the count (`average`).
+    not multiplied by the mean when divided by the count (`average`). A quantile is read
+    off the noisy CDF of `column` (`mechanisms.quantiles`); MIN and MAX are answered as
+    the `MIN_MAX_QUANTILE` and 1 − `MIN_MAX_QUANTILE` quantiles (`approximation` says so).
     """
 
-    kind: str  # "count", "sum" or "avg"
+    kind: str  # "count", "sum", "avg" or "quantile"
     sql: str
     blocks: list[Block]
     center: float = 0.0
+    quantile: float = 0.5
+    column: Column | None = None  # a quantile's column
+    discrete: bool = False  # PERCENTILE_DISC: a bin's value, not interpolated within the bin
+    approximation: str = ""
 
     def average(self, centered_sum: np.ndarray, count: np.ndarray, least: float) -> np.ndarray:
         """AVG from its two blocks' answers: center + sum / count where count >= `least`, else NaN."""
@@ -298,9 +301,10 @@ def _refuse_constructs(tree: exp.Select) -> None:
             raise NotSupportedError("subqueries are not supported over a protected table; run them separately")
         if isinstance(node, exp.AggFunc) and type(node).__name__ in _REFUSED_AGGREGATES:
             raise NotSupportedError(f"{type(node).__name__.upper()} is not supported: {_REFUSED_AGGREGATES[type(node).__name__]}")
-        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg)):
+        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *_QUANTILE_NODES)):
             raise NotSupportedError(
-                f"aggregate {node.sql()!r} is not supported; use COUNT, SUM or AVG"
+                f"aggregate {node.sql()!r} is not supported; use COUNT, SUM, AVG or a quantile (MEDIAN, QUANTILE, "
+                "PERCENTILE_CONT)"
             )
         if isinstance(node, exp.Anonymous) and node.name.lower() in {"min", "max", "median", "mode", "quantile"}:
             raise NotSupportedError(f"{node.name.upper()} is not supported over a protected table")
@@ -355,8 +359,10 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
 
 def _is_aggregate_node(node: exp.Expression) -> bool:
     if isinstance(node, exp.Filter):
-        return isinstance(node.this, exp.AggFunc)
-    return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Filter)
+        return isinstance(node.this, (exp.AggFunc, exp.WithinGroup))
+    if isinstance(node, exp.WithinGroup):
+        return isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)) and not isinstance(node.parent, exp.Filter)
+    return (isinstance(node, exp.AggFunc) and not isinstance(node.parent, (exp.Filter, exp.WithinGroup)))
 
 
 def _compile_aggregate(
@@ -372,6 +378,8 @@ def _compile_aggregate(
     if isinstance(node, exp.Filter):
         agg = node.this
         condition = condition.and_(compiler.condition(node.expression.this))
+    if isinstance(agg, exp.WithinGroup) or isinstance(agg, _QUANTILE_NODES):
+        return _compile_quantile(agg, node, compiler, condition, layout, table, prefix)
     if agg.find(exp.AggFunc) is not agg or any(isinstance(n, exp.AggFunc) for n in agg.walk() if n is not agg):
         raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
     arg = agg.this
@@ -397,6 +405,60 @@ def _compile_aggregate(
     total = _block(f"{label} [sum]", condition.true * centered, layout, table.domain)
     count = _block(f"{label} [count]", condition.true * value.present, layout, table.domain)
     return Aggregate("avg", label, [total, count], center)
+
+
+_QUANTILE_NODES = (exp.Median, exp.Quantile, exp.PercentileCont, exp.PercentileDisc, exp.Min, exp.Max)
+MIN_MAX_QUANTILE = 0.01  # MIN(x) is answered as this quantile of x, MAX(x) as 1 minus it
+
+
+def _compile_quantile(agg: exp.Expression, node: exp.Expression, compiler: ExpressionCompiler, condition: Condition,
+                      layout, table: Table, prefix: str) -> Aggregate:
+    """MEDIAN(x), QUANTILE(x, q), QUANTILE_CONT/DISC(x, q), PERCENTILE_CONT/DISC(q) WITHIN GROUP
+    (ORDER BY x [DESC]), MIN(x), MAX(x): one block of x's prefix counts per group."""
+    discrete = isinstance(agg.this if isinstance(agg, exp.WithinGroup) else agg, exp.PercentileDisc)
+    approximation = ""
+    if isinstance(agg, exp.WithinGroup):
+        order = agg.expression.expressions if isinstance(agg.expression, exp.Order) else []
+        if len(order) != 1:
+            raise ProgrammingError(f"{node.sql()!r}: WITHIN GROUP needs one ORDER BY column")
+        arg, q = order[0].this, _fraction(agg.this.this, node)
+        q = 1.0 - q if order[0].args.get("desc") else q
+    elif isinstance(agg, (exp.Min, exp.Max)):
+        arg = agg.this
+        q = MIN_MAX_QUANTILE if isinstance(agg, exp.Min) else 1.0 - MIN_MAX_QUANTILE
+        approximation = (f"{agg.key.upper()} is a DP approximation: the {q:g} quantile (an extreme value depends "
+                         "on one individual)")
+    elif isinstance(agg, exp.Median):
+        arg, q = agg.this, 0.5
+    else:
+        arg = agg.this
+        q = _fraction(agg.args.get("quantile") or agg.args.get("expression"), node)
+    if not isinstance(arg, exp.Column) or isinstance(arg.this, exp.Star):
+        raise NotSupportedError(f"{node.sql()!r}: a quantile is taken of one declared column, not an expression")
+    column = compiler.resolve(arg)
+    if not isinstance(column, Column) or column.kind == CATEGORICAL:
+        raise CatalogError(f"{node.sql()!r}: a quantile needs an integer or numeric column of the catalog")
+    group_by, mapped = layout
+    if column.name in group_by or column.name in mapped:
+        raise ProgrammingError(f"{node.sql()!r}: the quantile's column is also grouped by")
+    values, size = column.value_bins, table.domain.size_of(column.name)
+    cdf = np.zeros((values, size))
+    cdf[:, :values] = np.tril(np.ones((values, values)))
+    label = f"{prefix}{node.sql()}"
+    block = _block(f"{label} [prefix counts]", condition.true, (group_by, {**mapped, column.name: cdf}), table.domain)
+    return Aggregate("quantile", label, [block], quantile=q, column=column, discrete=discrete,
+                     approximation=approximation)
+
+
+def _fraction(node: exp.Expression | None, whole: exp.Expression) -> float:
+    """A quantile's fraction: a literal number in [0, 1]."""
+    try:
+        value = literal_value(node) if node is not None else None
+    except Exception:
+        value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ProgrammingError(f"{whole.sql()!r}: the quantile must be a number from 0 to 1")
+    return float(value)
 
 
 # Ranges of value expressions over more cells than this are not evaluated (AVG is then not centred).
