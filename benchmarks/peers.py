@@ -15,17 +15,20 @@ Workloads, on each table:
   ranges on age;
 - `ranges`: 128 COUNT queries over random age ranges;
 - `marginals`: every 1- and 2-way GROUP BY count over five columns (15 queries);
-- `reask`: the BI dashboard asked twice (20 queries; a repeat is a new query to the peers).
+- `reask`: the BI dashboard asked twice (20 queries; a repeat is a new query to the peers);
+- `quantiles`: 8 quantiles (deciles and quartiles of the value column, its median per group
+  and under a WHERE range, the median of the range column); scored against the exact
+  discrete quantile (a data value) as value error.
 
 dpsql runs each workload as one `BEGIN WORKLOAD WITH (rho = ...)` through DB-API on a
 fresh ledger; the peers run in their own environments (`python -m benchmarks.peer_envs
 install opendp tumult`; a peer not installed is skipped) with their documented zCDP
 configurations (see `peer_sides/*.py`). Scored against the exact answers from DuckDB:
-RMSE over every answer cell of a kind (COUNT, SUM, AVG) in a workload, over `--draws`
+RMSE over every answer cell of a kind (COUNT, SUM, AVG, quantile) in a workload, over `--draws`
 independent runs; the ratio is dpsql's RMSE over the best peer's (below 1: dpsql better).
 
-    python -m benchmarks.peers [--draws 5] [--datasets adult demo] [--workloads bi ranges marginals reask]
-                               [--peers opendp tumult]
+    python -m benchmarks.peers [--draws 5] [--datasets adult demo] [--workloads bi ranges marginals reask quantiles]
+                               [--peers opendp tumult] [--epsilon 1]
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def adult() -> tuple[Dataset, duckdb.DuckDBPyConnection]:
     sizes = domain_sizes()
     raw = json.loads((DATA / "adult-domain.json").read_text())
     data = Dataset("adult", TABLE, catalog(), DATA / "adult.csv", {k: column_name(k) for k in raw},
-                   {c: list(range(n)) for c, n in sizes.items()}, {"hours_per_week": [0, 98]}, 48_842,
+                   {c: list(range(n)) for c, n in sizes.items()}, {"hours_per_week": [0, 98], "age": [0, 84]}, 48_842,
                    "hours_per_week", ("age", 85), ["sex", "race", "relationship", "income_over_50k", "marital_status"])
     return data, con
 
@@ -118,12 +121,19 @@ def workloads(data: Dataset) -> dict[str, list[tuple]]:
         ranges.append(("count", None, [], [(ordered, low, high)]))
     marginals = [("count", None, [c], []) for c in g]
     marginals += [("count", None, [a, b], []) for i, a in enumerate(g) for b in g[i + 1:]]
-    return {"bi": bi, "ranges": ranges, "marginals": marginals, "reask": bi + bi}
+    quantiles = [(f"quantile {q}", value, [], []) for q in (0.1, 0.25, 0.5, 0.75, 0.9)]
+    quantiles += [("quantile 0.5", ordered, [], []), ("quantile 0.5", value, [g[0]], []),
+                  ("quantile 0.5", value, [], [(ordered, 20, 40)])]
+    return {"bi": bi, "ranges": ranges, "marginals": marginals, "reask": bi + bi, "quantiles": quantiles}
 
 
-def sql(query: tuple, table: str) -> str:
+def sql(query: tuple, table: str, exact: bool = False) -> str:
+    """The query's SQL; a quantile is the discrete one (a data value) where `exact`."""
     kind, column, groups, where = query
-    aggregate = {"count": "COUNT(*)", "sum": f"SUM({column})", "avg": f"AVG({column})"}[kind]
+    if kind.startswith("quantile"):
+        aggregate = f"{'QUANTILE_DISC' if exact else 'QUANTILE'}({column}, {kind.split()[1]})"
+    else:
+        aggregate = {"count": "COUNT(*)", "sum": f"SUM({column})", "avg": f"AVG({column})"}[kind]
     text = f"SELECT {', '.join(groups + [aggregate])} FROM {table}"
     if where:
         text += " WHERE " + " AND ".join(f"{c} BETWEEN {lo} AND {hi}" for c, lo, hi in where)
@@ -138,7 +148,7 @@ def _keyed(query: tuple, rows) -> dict[str, float | None]:
 
 
 def exact(con, data: Dataset, queries) -> list[dict]:
-    return [_keyed(q, con.execute(sql(q, data.table)).fetchall()) for q in queries]
+    return [_keyed(q, con.execute(sql(q, data.table, exact=True)).fetchall()) for q in queries]
 
 
 def dpsql_answers(con, data: Dataset, queries, rho: float, draws: int) -> list[list[dict]]:
@@ -176,7 +186,7 @@ def rmse_by_kind(queries, truth, runs) -> dict[str, float]:
                 answer = got.get(key)
                 if answer is None or (isinstance(answer, float) and math.isnan(answer)):
                     raise ValueError(f"no answer for query {q} group {key!r}")
-                squares.setdefault(q[0], []).append((answer - value) ** 2)
+                squares.setdefault(q[0].split()[0], []).append((answer - value) ** 2)
     return {kind: math.sqrt(sum(v) / len(v)) for kind, v in squares.items()}
 
 
@@ -184,19 +194,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument("--datasets", nargs="+", default=["adult", "demo"], choices=["adult", "demo"])
-    parser.add_argument("--workloads", nargs="+", default=["bi", "ranges", "marginals", "reask"])
+    parser.add_argument("--workloads", nargs="+", default=["bi", "ranges", "marginals", "reask", "quantiles"])
     parser.add_argument("--peers", nargs="+", default=list(peer_envs.PEERS))
+    parser.add_argument("--epsilon", type=float, default=EPSILON, help=f"the workload's ε at δ={DELTA:g} (default 1)")
     args = parser.parse_args()
-    rho = epsilon_delta_to_zcdp(EPSILON, DELTA)
+    rho = epsilon_delta_to_zcdp(args.epsilon, DELTA)
     records = []
     with tempfile.TemporaryDirectory() as workdir:
         for dataset in args.datasets:
             data, con = adult() if dataset == "adult" else demo(Path(workdir))
             for name in args.workloads:
                 records += compare(con, data, name, workloads(data)[name], rho, args.draws, args.peers)
-    done = {(r["dataset"], r["workload"]) for r in records}
+    done = {(r["dataset"], r["workload"], round(r["rho"], 12)) for r in records}
     kept = [r for r in (json.loads(RESULTS.read_text()) if RESULTS.exists() else [])
-            if (r.get("dataset", "adult"), r["workload"]) not in done]
+            if (r.get("dataset", "adult"), r["workload"], round(r["rho"], 12)) not in done]
     RESULTS.write_text(json.dumps(kept + records, indent=1) + "\n")  # other runs' records are kept
 
 
@@ -220,12 +231,19 @@ def compare(con, data: Dataset, name: str, queries, rho: float, draws: int, peer
         best = min(peers.values()) if peers else None
         records.append({"dataset": data.name, "workload": name, "queries": len(queries), "kind": kind, "draws": draws,
                         "rho": rho, "dpsql": systems["dpsql"][kind], **peers,
-                        "ratio_to_best_peer": None if best is None else systems["dpsql"][kind] / best})
+                        "ratio_to_best_peer": _ratio(systems["dpsql"][kind], best)})
         shown = "  ".join(f"{p} {v:10.2f}" for p, v in peers.items())
-        ratio = "" if best is None else f"  dpsql/best {records[-1]['ratio_to_best_peer']:.3f}"
+        ratio = "" if records[-1]["ratio_to_best_peer"] is None else f"  dpsql/best {records[-1]['ratio_to_best_peer']:.3f}"
         print(f"{data.name:6} {name:10} {kind:6} dpsql {systems['dpsql'][kind]:10.2f}  {shown}{ratio}", flush=True)
     print(f"{data.name:6} {name:10} seconds: " + ", ".join(f"{p} {s:.1f}" for p, s in seconds.items()), flush=True)
     return records
+
+
+def _ratio(mine: float, best: float | None) -> float | None:
+    """dpsql's RMSE over the best peer's (1 when both are exact; None without a peer or against an exact one)."""
+    if best is None or (best == 0 and mine > 0):
+        return None
+    return 1.0 if best == 0 else mine / best
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ Each module is one concept:
 - models: `reconstruction/` (least squares and the answering model), `pgm/` (graphical
   models: Private-PGM), `rap/` (relaxed adaptive projection);
 - post-processing: `quantiles` (quantiles and rank intervals from noisy prefix counts);
+- open domains: `partition_selection` (thresholds that release only keys whose noisy count
+  clears them: Laplace and Gaussian, exact discrete tails);
 - adaptive mechanisms: `aim`, `mst`, `rap`.
 """
 

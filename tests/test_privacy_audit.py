@@ -6,7 +6,7 @@ it, so a passing audit means something. Confidence: every bound holds with
 probability ≥ 1 - 2e-3 (Clopper–Pearson, union bound over the events tried);
 seeds are fixed. The Gaussian, Laplace and Gumbel top-1 audits run by default
 (a few seconds); the exponential mechanism, Gumbel top-K, a least-squares plan
-end to end through the DB-API, AIM and RAP are `slow`.
+end to end through the DB-API, AIM, RAP and partition selection are `slow`.
 """
 
 import math
@@ -24,12 +24,20 @@ from mechanisms.aim import aim
 from mechanisms.domain import Domain
 from mechanisms.measurement import calibrate
 from mechanisms.noise import RandomSource, discrete_gaussian_vector, discrete_laplace_vector
+from mechanisms.partition_selection import (
+    DiscreteGaussian,
+    DiscreteLaplace,
+    gaussian_selection,
+    laplace_selection,
+    release_probability,
+    select_partitions,
+)
 from mechanisms.rap import ProjectionConfig, RAPConfig, RecordCounts, ThresholdQueries, ThresholdWorkload, run_rap
 from mechanisms.rap.top_k import NoisyTopK, gumbel_scale
 from mechanisms.rap.workloads import Threshold
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.exponential import exponential_mechanism
-from tests.privacy_audit import audit
+from tests.privacy_audit import audit, clopper_pearson
 
 TRIALS = 100_000
 DELTA = 1e-5
@@ -277,3 +285,60 @@ def test_rap_audit():
     claimed = zcdp_to_epsilon(rho, DELTA)
     assert audit(rap_cell(rho, 1_000), DELTA) < claimed
     assert audit(rap_cell(rho, 300, weaken=100), DELTA) > claimed  # power check
+
+
+# --- partition selection: a unit that holds keys of its own, and a key both neighbours hold ----
+
+SELECTION_DELTA = 1e-4  # δ_τ: large enough for 10^6 runs to resolve release probabilities near it
+SELECTIONS = [laplace_selection(2.0, SELECTION_DELTA, max_keys=2),
+              gaussian_selection(0.5, SELECTION_DELTA, max_keys=2, max_per_key=2)]
+
+
+def own_keys_released(selection, threshold, runs, seed):
+    """Runs in which any key of the added unit is released. D' = D plus one unit holding `max_keys` keys of
+    count `max_per_key` that no other unit holds; on D those keys are absent, so never released."""
+    base = np.array([3, 8, 20])
+    counts = np.concatenate([base, np.full(selection.max_keys, selection.max_per_key)])
+    rng, hits, chunk = RandomSource(seed), 0, 100_000
+    for start in range(0, runs, chunk):
+        kept, _ = select_partitions(np.tile(counts, min(chunk, runs - start)), threshold, selection.noise, rng)
+        hits += np.unique(kept[kept % counts.size >= base.size] // counts.size).size
+    return hits
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("selection", SELECTIONS, ids=["laplace", "gaussian"])
+def test_partition_selection_new_keys_audit(selection):
+    """The unit's own keys appear with probability ≤ δ_τ (the exact 1 − (1 − p)^m lies in the interval)."""
+    runs, tau = 1_000_000, selection.threshold
+    exact = 1 - (1 - release_probability(selection.max_per_key, tau, selection.noise)) ** selection.max_keys
+    low, high = clopper_pearson(own_keys_released(selection, tau, runs, 1), runs, 1e-3)
+    assert low <= exact <= high and low <= selection.delta
+    low, _ = clopper_pearson(own_keys_released(selection, tau - 1, runs, 2), runs, 1e-3)
+    assert low > selection.delta  # power check: one below the threshold
+
+
+def shared_key(noise, threshold):
+    """A key both neighbours hold: count τ on D, τ + 1 on D' (the unit adds one row). Its noisy count where
+    released, else τ (released counts exceed τ, so this is a function of the release)."""
+    def run(neighbour, seed):
+        kept, noisy = select_partitions(np.full(TRIALS, threshold + neighbour), threshold, noise, RandomSource(seed))
+        out = np.full(TRIALS, threshold)
+        out[kept] = noisy
+        return out
+
+    return run
+
+
+@pytest.mark.slow
+def test_partition_selection_shared_key_audit():
+    """The thresholded count of a shared key: pure ε for Laplace, ε(ρ, δ) for the Gaussian (m = c = 1)."""
+    lap = laplace_selection(1.0, SELECTION_DELTA)
+    assert audit(shared_key(lap.noise, lap.threshold), 0.0) < lap.cost
+    weak = DiscreteLaplace(lap.noise.scale / 4)
+    assert audit(shared_key(weak, lap.threshold), 0.0) > lap.cost  # power check
+    gauss = gaussian_selection(0.125, SELECTION_DELTA)
+    claimed = zcdp_to_epsilon(gauss.cost, DELTA)
+    assert audit(shared_key(gauss.noise, gauss.threshold), DELTA) < claimed
+    weak = DiscreteGaussian(gauss.noise.sigma2 / 16)
+    assert audit(shared_key(weak, gauss.threshold), DELTA) > claimed  # power check

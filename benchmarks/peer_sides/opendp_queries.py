@@ -6,7 +6,8 @@ it for zCDP: one `Context.compositor` per draw with `privacy_loss=loss_of(rho=..
 `privacy_unit=unit_of(contributions=1)` and `split_evenly_over=len(queries)`; GROUP BY
 keys released by a right join against the public key set (the declared domain); COUNT is
 `len().dp.noise()`, SUM `fill_null(0).dp.sum(bounds)`, and AVG their ratio within one
-`agg` (`dp.mean` needs a public length, which a filtered, grouped query does not have).
+`agg` (`dp.mean` needs a public length, which a filtered, grouped query does not have); a
+quantile `dp.quantile(q, candidates)` over every integer of the column's declared range.
 """
 
 import itertools
@@ -26,6 +27,11 @@ def build(context, query):
     for column, low, high in query["where"]:
         plan = plan.filter((pl.col(column) >= low) & (pl.col(column) <= high))
     exprs = []
+    if query["kind"].startswith("quantile"):
+        low, high = request["bounds"][query["column"]]
+        candidates = [float(v) for v in range(int(low), int(high) + 1)]
+        exprs.append(pl.col(query["column"]).fill_null(low).dp.quantile(float(query["kind"].split()[1]), candidates)
+                     .alias("q"))
     if query["kind"] in ("count", "avg"):
         exprs.append(pl.len().dp.noise().alias("n"))
     if query["kind"] in ("sum", "avg"):
@@ -43,7 +49,9 @@ def values(query, frame_out):
     out = {}
     for row in frame_out.to_dicts():
         key = "|".join(str(row[g]) for g in query["groups"])
-        if query["kind"] == "count":
+        if query["kind"].startswith("quantile"):
+            value = row["q"]
+        elif query["kind"] == "count":
             value = row["n"]
         elif query["kind"] == "sum":
             value = row["s"]

@@ -5,7 +5,8 @@ as Tumult documents it for zCDP: one `Session.from_dataframe` per draw with
 `RhoZCDPBudget(rho)` and `AddOneRow()`, each query evaluated with an even share
 `RhoZCDPBudget(rho / len(queries))`; GROUP BY over `KeySet.from_dict` of the public keys
 (the declared domain); COUNT `.count()`, SUM `.sum(col, low, high)`, AVG
-`.average(col, low, high)` (Tumult's own sum-and-count average).
+`.average(col, low, high)` (Tumult's own sum-and-count average), a quantile
+`.quantile(col, q, low, high)`.
 """
 
 import json
@@ -41,6 +42,8 @@ def build(query):
     if query["kind"] == "count":
         return plan.count("value")
     low, high = request["bounds"][query["column"]]
+    if query["kind"].startswith("quantile"):
+        return plan.quantile(query["column"], float(query["kind"].split()[1]), low, high, name="value")
     if query["kind"] == "sum":
         return plan.sum(query["column"], low, high, name="value")
     return plan.average(query["column"], low, high, name="value")
