@@ -329,3 +329,19 @@ def test_file_databases_open_read_only_so_many_can_connect(database, tmp_path):
 def test_import_dpsql_gives_synth():
     check = "import dpsql; assert dpsql.synth.synthesize.__module__ == 'dpsql.synth'"
     subprocess.run([sys.executable, "-c", check], check=True, timeout=120)  # a fresh interpreter
+
+
+def test_stderr_columns_and_budget_as_sql(conn):
+    cur = conn.cursor()
+    cur.execute("SET dpsql.stderr = on")
+    cur.execute("SELECT sex, COUNT(*) AS n, AVG(income) AS mean FROM people GROUP BY sex")
+    assert [d[0] for d in cur.description] == ["sex", "n", "n_stderr", "mean", "mean_stderr"]
+    row, errors = cur.fetchone(), cur.result.stderr[0]
+    assert row[2] == errors[1] and row[4] == errors[3] and row[2] > 0  # the bars, as columns
+    cur.execute("SHOW dpsql.budget")
+    budget = {r[0]: r[1:] for r in cur.fetchall()}
+    assert budget["spent"][2] == pytest.approx(conn.budget.spent.rho) and budget["last_charge"][2] > 0
+    cur.execute("SHOW dpsql.stderr")
+    assert cur.fetchall() == [("on",)]
+    with pytest.raises(dpsql.ProgrammingError, match="on or off"):
+        cur.execute("SET dpsql.stderr = maybe")
