@@ -379,6 +379,31 @@ class Session:
         share = self.query_share if epsilon is None and rho is None else self.share(epsilon, rho)
         return self.executor.dropped_rows(table, share, cap)
 
+    def describe(self, text: str) -> Result | None:
+        """The columns (names and types, no rows) one statement would return, without running it or
+        spending anything; None when it returns none or they cannot be known before it runs (a
+        statement with parameters, or public SQL other than a query). For clients that ask first."""
+        st = classify(text)
+        if isinstance(st, SetOption):
+            return Result(["setting", "value"], [], kind="status", types=["VARCHAR", "VARCHAR"])
+        if isinstance(st, ShowOption):
+            shown = self.show(st.name)
+            return Result(shown.columns, [], kind="status", types=shown.types)
+        if isinstance(st, Explain):
+            return Result(["plan"], [], kind="explain", types=["VARCHAR"])
+        if not isinstance(st, Sql) or self._workload is not None:
+            return None
+        sql, weight = take_weight(st.sql)
+        if self.protected.reference(sql) is None:
+            return self.workspace.describe_query(sql)
+        if parse_statement(sql, self.dialect).find(exp.Placeholder):
+            return None
+        compiled = self._compile(sql, weight=weight)
+        zeros = np.zeros(compiled.rows)
+        shape = assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
+        shape.rows, shape.stderr = [], []
+        return shape.with_stderr_columns() if self.stderr_columns else shape
+
     def explain(self, sql: str) -> Result:
         """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
         sql, weight = take_weight(sql)

@@ -137,6 +137,19 @@ class Workspace:
         return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types,
                       command=command)
 
+    def describe_query(self, sql: str) -> Result | None:
+        """The columns an allowed public query would return, without running it (None: not a query,
+        or its columns depend on parameters)."""
+        tree = self.check(sql)
+        if self._statement_types(sql)[0] != "SELECT" or tree.find(exp.Placeholder):
+            return None
+        self._bring(tree)
+        try:
+            relation = self.con.sql(sql)  # bound, not run: a query's relation runs when fetched
+        except duckdb.Error as e:
+            raise duckdb_error(e) from None
+        return Result(list(relation.columns), [], kind="public", types=[str(t) for t in relation.types])
+
     def prepare(self, tree: exp.Expression) -> duckdb.DuckDBPyConnection:
         """The workspace connection, with the public tables a DP query joins brought in."""
         self._bring(tree)

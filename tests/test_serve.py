@@ -277,3 +277,18 @@ def test_client_settings_are_remembered_and_engine_settings_refused(served):
                 conn.execute(statement)
         with pytest.raises(psycopg.errors.FeatureNotSupported):
             conn.execute("COPY people TO '/tmp/people.csv'")
+
+
+def test_prepared_statements_are_described_before_they_run(served):
+    """Clients that prepare first (JDBC after a few executions, asyncpg) learn the columns from the
+    statement's Describe, before any charge."""
+    with psycopg.connect(served.dsn(), autocommit=True) as conn:
+        before = conn.execute("SHOW dpsql.budget").fetchall()[1][3]
+        conn.pgconn.prepare(b"by_sex", b"SELECT sex, COUNT(*) AS n FROM people WHERE age > 70 GROUP BY sex")
+        described = conn.pgconn.describe_prepared(b"by_sex")
+        assert [described.fname(i) for i in range(described.nfields)] == [b"sex", b"n"]
+        assert described.ftype(1) == 701  # float8
+        assert conn.execute("SHOW dpsql.budget").fetchall()[1][3] == before  # nothing ran, nothing spent
+        conn.pgconn.prepare(b"one", b"SELECT 1 AS one, 'x' AS two")
+        described = conn.pgconn.describe_prepared(b"one")
+        assert [described.fname(i) for i in range(described.nfields)] == [b"one", b"two"]

@@ -299,7 +299,8 @@ class ClientConnection:
             count = max([len(prepared.param_types)] + [int(n) for n in _PLACEHOLDER.findall(prepared.sql)])
             types = prepared.param_types + [0] * (count - len(prepared.param_types))
             self._out.append(wire.parameter_description([t or pgcompat.TEXT for t in types]))
-            self._out.append(wire.NO_DATA)  # the result's shape is known once bound (Describe of the portal)
+            shape = self._shape(prepared.sql)
+            self._out.append(self._row_description(shape, None) if shape is not None else wire.NO_DATA)
             return
         portal = self._portal(name)
         self._run_portal(portal)
@@ -309,6 +310,20 @@ class ClientConnection:
             self._out.append(self._row_description(result, portal))
         else:
             self._out.append(wire.NO_DATA)
+
+    def _shape(self, sql: str) -> Result | None:
+        """The columns a prepared statement will return, known before it runs (None: none, or not known
+        until it is bound: its portal's Describe then says)."""
+        answer = pgcompat.client_statement(sql, dict(self.settings)) if sql.strip() else None
+        if answer is not None:
+            return Result(list(answer.columns), [], kind="status") if answer.columns else None
+        if not sql.strip():
+            return None
+        try:
+            shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(sql))
+        except duckdb.Error as e:
+            raise errors.OperationalError(str(e).splitlines()[0]) from None
+        return shape if shape is not None and shape.columns else None
 
     def _execute(self, payload: bytes) -> None:
         name, limit = wire.parse_execute(payload)
