@@ -247,6 +247,13 @@ def _plan(
         for g in groups:
             g.family = best
 
+    # 4. A pool first costed here may have run out of the time budget: its groups are measured
+    #    per query, which is always available (essential).
+    for name, bs in pools().items():
+        if bs and cost(name, bs) == float("inf"):
+            for g in groups:
+                if g.family == name:
+                    g.family = PER_QUERY
     parts = [(name, bs) for name, bs in pools().items() if bs]
     unit_errors = [cost(name, bs) for name, bs in parts]
     fractions = split(unit_errors, noise) if parts else []

@@ -63,3 +63,33 @@ def test_cancelling_stops_planning_at_once():
 def test_bad_time_budgets_are_refused(value):
     with pytest.raises(dpsql.ProgrammingError, match="planning_seconds"):
         _connect(1000).execute(f"SET dpsql.planning_seconds = {value}")
+
+
+def test_a_pool_that_runs_out_of_time_last_is_measured_per_query(monkeypatch):
+    """Whichever pool of groups is costed for the first time when the time budget is gone, the plan is
+    complete: its groups fall back to per-query measurement (found with quantile blocks on adult)."""
+    import duckdb
+
+    import dpsql
+    from planner import planner as planning
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT (i % 85)::INTEGER AS age, (i % 99)::INTEGER AS hours, (i % 2)::INTEGER "
+                "AS sex FROM range(5000) r(i)")
+    catalog = {"tables": {"t": {"columns": {"age": {"type": "integer", "min": 0, "max": 84},
+                                             "hours": {"type": "integer", "min": 0, "max": 98},
+                                             "sex": {"type": "integer", "min": 0, "max": 1}}}}}
+    conn = dpsql.connect(con=con, catalog=catalog, epsilon=1, seed=1)
+    domain = conn.session.catalog.get("t").domain
+    real = planning._Costs._cost
+
+    def out_of_time_when_pooled(self, name, blocks):
+        if name not in planning.ESSENTIAL and len({b.attributes(domain) for b in blocks}) > 1:
+            return float("inf")
+        return real(self, name, blocks)
+
+    monkeypatch.setattr(planning._Costs, "_cost", out_of_time_when_pooled)
+    results = conn.workload(["SELECT QUANTILE(hours, 0.1) FROM t", "SELECT MEDIAN(age) FROM t",
+                             "SELECT sex, MEDIAN(hours) FROM t GROUP BY sex",
+                             "SELECT MEDIAN(hours) FROM t WHERE age BETWEEN 20 AND 40"], epsilon=0.5)
+    assert all(r.rows and all(v is not None for v in r.rows[0]) for r in results)
