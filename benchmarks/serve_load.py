@@ -16,10 +16,11 @@ up), so most clients run into refusals. Then the ledger is checked:
   exactly (count and sum of ρ) the charges the clients saw with their answers;
 - the hash chain verifies.
 
-p50/p95 latency per kind of statement are reported; results go to
+p50/p95 latency per kind of statement are reported, for each number of server worker
+processes asked for (run one after the other, on the same data); results go to
 `benchmarks/results/serve_load.json`.
 
-    python -m benchmarks.serve_load [--clients 32] [--seconds 60] [--rows 1000000]
+    python -m benchmarks.serve_load [--clients 32] [--seconds 60] [--rows 1000000] [--workers 1 2]
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ def new_query(rng: random.Random) -> str:
     ])
 
 
-def write_profile(root: Path, analysts: int, total_epsilon: float, analyst_epsilon: float) -> None:
-    lines = ["[data]", 'database = "people.duckdb"', 'catalog = "catalog.toml"', "[budget]",
-             f"epsilon = {total_epsilon}", "delta = 1e-9", "query_epsilon = 0.1", "[server]",
-             'listen = "127.0.0.1:0"', f"max_connections = {4 * analysts + 8}"]
+def write_profile(root: Path, analysts: int, total_epsilon: float, analyst_epsilon: float, workers: int) -> None:
+    lines = ["[data]", 'database = "people.duckdb"', 'catalog = "catalog.toml"', f'ledger = "ledger-{workers}"',
+             "[budget]", f"epsilon = {total_epsilon}", "delta = 1e-9", "query_epsilon = 0.1", "[server]",
+             'listen = "127.0.0.1:0"', f"max_connections = {4 * analysts + 8}", f"workers = {workers}"]
     for i in range(analysts):
         lines += [f"[analysts.a{i}]", f"epsilon = {analyst_epsilon}", f'password = "{scram_verifier(f"pw{i}")}"']
     (root / "profile.toml").write_text("\n".join(lines) + "\n")
@@ -97,29 +98,33 @@ def client(port: int, analyst: int, seed: int, deadline: float, log: list) -> No
             log.append((kind, seconds, "answered", charged))
 
 
-def run(clients: int, seconds: float, rows: int) -> dict:
+def run(clients: int, seconds: float, rows: int, workers: list[int]) -> list[dict]:
     analysts = max(1, clients // 4)
+    total_epsilon, analyst_epsilon = 1.0, 0.5
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_people_database(root / "people.duckdb", rows)
         (root / "catalog.toml").write_text(PEOPLE_CATALOG_TOML)
-        total_epsilon, analyst_epsilon = 1.0, 0.5
-        write_profile(root, analysts, total_epsilon, analyst_epsilon)
-        server = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(root / "profile.toml")],
-                                  stdout=subprocess.PIPE, text=True)
-        port = int(re.search(r":(\d+) ", server.stdout.readline()).group(1))
-        logs: list[list] = [[] for _ in range(clients)]
-        deadline = time.monotonic() + seconds
-        threads = [threading.Thread(target=client, args=(port, i % analysts, i, deadline, logs[i]))
-                   for i in range(clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        server.terminate()
-        server.wait(timeout=30)
-        ledger = Ledger.existing(str(root / "people.duckdb.dpsql-state"))
-        return summarize(ledger, logs, analysts, clients, seconds, rows, total_epsilon, analyst_epsilon)
+        for count in workers:
+            write_profile(root, analysts, total_epsilon, analyst_epsilon, count)
+            server = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(root / "profile.toml")],
+                                      stdout=subprocess.PIPE, text=True)
+            port = int(re.search(r":(\d+) ", server.stdout.readline()).group(1))
+            logs: list[list] = [[] for _ in range(clients)]
+            deadline = time.monotonic() + seconds
+            threads = [threading.Thread(target=client, args=(port, i % analysts, i, deadline, logs[i]))
+                       for i in range(clients)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            server.terminate()
+            server.wait(timeout=30)
+            ledger = Ledger.existing(str(root / f"ledger-{count}"))
+            results.append({"workers": count, **summarize(ledger, logs, analysts, clients, seconds, rows,
+                                                          total_epsilon, analyst_epsilon)})
+    return results
 
 
 def summarize(ledger: Ledger, logs: list[list], analysts: int, clients: int, seconds: float, rows: int,
@@ -171,8 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="server worker processes to compare")
     args = parser.parse_args(argv)
-    result = run(args.clients, args.seconds, args.rows)
+    result = run(args.clients, args.seconds, args.rows, args.workers)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -33,7 +33,8 @@ password = "SCRAM-SHA-256$4096:..." # for `dpsql serve`: a verifier made by `dps
 listen = "127.0.0.1:5433"          # host:port (port 0: any free port, printed at start)
 tls_cert = "server.crt"            # optional: TLS with this certificate and key; then TLS is required
 tls_key = "server.key"
-max_connections = 64
+max_connections = 64               # per worker
+workers = 4                        # processes serving clients (default 1); use about one per core
 ```
 """
 
@@ -51,7 +52,7 @@ _SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server"}
 _DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir"}
 _BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho"}
 _ANALYST_KEYS = {"epsilon", "rho", "password"}
-_SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections"}
+_SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections", "workers"}
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ class ServerSettings:
     port: int = 5433
     tls_cert: Path | None = None
     tls_key: Path | None = None
-    max_connections: int = 64
+    max_connections: int = 64  # per worker process
+    workers: int = 1  # processes serving clients (a statement's planning holds one process's interpreter)
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,10 @@ def _server(spec: dict, base: Path) -> ServerSettings:
     most = spec.get("max_connections", 64)
     if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= 10_000:
         raise ProfileError("[server] max_connections must be a whole number from 1 to 10000")
-    return ServerSettings(host.strip("[]"), int(port), paths.get("tls_cert"), paths.get("tls_key"), most)
+    workers = spec.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
+        raise ProfileError("[server] workers must be a whole number from 1 to 64")
+    return ServerSettings(host.strip("[]"), int(port), paths.get("tls_cert"), paths.get("tls_key"), most, workers)
 
 
 def _amount(name: str, value: Any, where: str) -> float:

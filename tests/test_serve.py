@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -292,3 +293,49 @@ def test_prepared_statements_are_described_before_they_run(served):
         conn.pgconn.prepare(b"one", b"SELECT 1 AS one, 'x' AS two")
         described = conn.pgconn.describe_prepared(b"one")
         assert [described.fname(i) for i in range(described.nfields)] == [b"one", b"two"]
+
+
+def test_worker_processes_share_budget_throttle_and_cancels(served, tmp_path):
+    """`workers = 2`: clients spread over two processes; the one ledger, the failed-login counts and
+    cancel requests (which may reach either worker) are shared; the workers die with the server."""
+    import threading
+
+    for name in ("census.duckdb", "catalog.toml"):
+        (tmp_path / name).symlink_to(served.root / name)
+    text = served.profile.read_text().replace('listen = "127.0.0.1:0"', 'listen = "127.0.0.1:0"\nworkers = 2')
+    text = text.replace('database = "census.duckdb"', f'database = "census.duckdb"\nledger = "{tmp_path / "w.state"}"')
+    pool = Served(tmp_path)
+    pool.profile.write_text(text)
+    pool.start()
+    try:
+        conns = [psycopg.connect(pool.dsn(), autocommit=True) for _ in range(4)]
+        while len({c.info.backend_pid >> 24 for c in conns}) < 2 and len(conns) < 40:  # a worker may start late
+            conns.append(psycopg.connect(pool.dsn(), autocommit=True))
+        assert len({c.info.backend_pid >> 24 for c in conns}) == 2  # both workers serve
+        answers = [c.execute("SELECT COUNT(*) FROM people WHERE age < 30").fetchone()[0] for c in conns]
+        assert len(set(answers)) == 1  # measured once, then read from the shared ledger by the other worker
+        for conn in conns[:3]:
+            threading.Timer(1.0, conn.cancel).start()
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                conn.execute("SELECT COUNT(*) FROM range(1000000000000) a")
+        for c in conns:
+            c.close()
+        for _ in range(3):
+            with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+                psycopg.connect(pool.dsn("carol", "guess"))
+        for _ in range(4):  # whichever worker takes the next attempts, carol is throttled
+            with pytest.raises(psycopg.OperationalError, match="too many failed logins"):
+                psycopg.connect(pool.dsn("carol", "guess"))
+        port = pool.port
+        pool.stop(signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("a worker outlived the killed server")
+    finally:
+        pool.stop()

@@ -16,6 +16,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+import sqlite3
 import threading
 import time
 import unicodedata
@@ -128,24 +129,40 @@ def md5_salt() -> bytes:
 
 class Throttle:
     """Failed logins per key (an analyst, or a client address): from the `free`-th failure on, each next
-    attempt must wait, twice as long after each further failure."""
+    attempt must wait, twice as long after each further failure.
 
-    def __init__(self, free: int = 3, first_wait: float = 1.0, longest_wait: float = 300.0):
+    The counts live in a SQLite database (`path`; default: in memory), so that the worker processes
+    of one server share them: more workers must not mean more guesses."""
+
+    def __init__(self, free: int = 3, first_wait: float = 1.0, longest_wait: float = 300.0, path: str = ":memory:"):
         self.free, self.first_wait, self.longest_wait = free, first_wait, longest_wait
-        self._failures: dict[str, tuple[int, float]] = {}  # key -> (failures, not before)
+        self.path = path
         self._lock = threading.Lock()
+        self._db = self._connect()
+        self._db.execute("CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, count INTEGER, not_before REAL)")
+        self._db.commit()
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level="IMMEDIATE")
+
+    def reopen(self) -> None:
+        """A fresh connection to the shared counts (in a process forked after this one was made)."""
+        if self.path != ":memory:":
+            self._db = self._connect()
 
     def wait(self, key: str) -> float:
         """Seconds before another attempt for `key` is allowed (0: now)."""
         with self._lock:
-            return max(0.0, self._failures.get(key, (0, 0.0))[1] - time.monotonic())
+            row = self._db.execute("SELECT not_before FROM failures WHERE key = ?", (key,)).fetchone()
+        return 0.0 if row is None else max(0.0, row[0] - time.time())
 
     def failed(self, key: str) -> None:
-        with self._lock:
-            count = self._failures.get(key, (0, 0.0))[0] + 1
+        with self._lock, self._db:
+            row = self._db.execute("SELECT count FROM failures WHERE key = ?", (key,)).fetchone()
+            count = 1 if row is None else row[0] + 1
             delay = 0.0 if count < self.free else min(self.first_wait * 2 ** (count - self.free), self.longest_wait)
-            self._failures[key] = (count, time.monotonic() + delay)
+            self._db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, count, time.time() + delay))
 
     def succeeded(self, key: str) -> None:
-        with self._lock:
-            self._failures.pop(key, None)
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM failures WHERE key = ?", (key,))

@@ -1,13 +1,26 @@
-"""The listener of `dpsql serve`: accepts clients, one thread each, and routes cancel requests."""
+"""The listener of `dpsql serve`: accepts clients, one thread each, and routes cancel requests.
+
+With `[server] workers = N > 1`, N processes forked after the socket is bound accept from it
+(the kernel spreads the clients), so N statements plan at once. They share what must be shared:
+the ledger (its own file lock), the failed-login counts (`Throttle` on a SQLite file), and cancel
+requests, which reach any worker and are passed to the one serving that client (its index is
+in the client's backend key). Workers die with the parent, even when it is killed.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import itertools
 import logging
+import os
+import shutil
 import signal
 import socket
 import ssl
+import struct
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -24,7 +37,7 @@ log = logging.getLogger("dpsql.server")
 class Server:
     """A PostgreSQL-wire endpoint for the analysts of one deployment profile."""
 
-    def __init__(self, profile: Profile):
+    def __init__(self, profile: Profile, shared: Path | None = None):
         self.profile = profile
         self.verifiers = {name: Verifier.parse(a.password, name) for name, a in profile.analysts.items()
                           if a.password is not None}
@@ -33,7 +46,9 @@ class Server:
                                "by `dpsql passwd NAME`) to the [analysts.NAME] who may connect")
         # Unknown names go through the same exchange against a verifier nobody knows the password of.
         self._nobody = Verifier.parse(scram_verifier(ssl.RAND_bytes(16).hex()), "nobody")
-        self.by_analyst, self.by_address = Throttle(free=3), Throttle(free=10)  # failed logins
+        place = (lambda name: str(shared / name)) if shared is not None else (lambda name: ":memory:")
+        self.by_analyst = Throttle(free=3, path=place("analysts.sqlite"))  # failed logins, per analyst
+        self.by_address = Throttle(free=10, path=place("addresses.sqlite"))  # ... and per client address
         settings = profile.server
         self.tls = None
         self.tls_required = settings.tls_cert is not None
@@ -43,6 +58,8 @@ class Server:
                 self.tls.load_cert_chain(settings.tls_cert, settings.tls_key)
             except (OSError, ssl.SSLError) as e:
                 raise ProfileError(f"cannot load the TLS certificate and key: {e}") from None
+        self.index = 0  # this worker's index (its clients' backend keys start with it)
+        self._cancel_pipes: list[int] = []  # per worker, where its cancel requests are written
         self._pids = itertools.count(1000)
         self._clients: dict[int, ClientConnection] = {}
         self._lock = threading.Lock()
@@ -66,10 +83,34 @@ class Server:
             self._clients.pop(client.pid, None)
 
     def cancel(self, pid: int, secret: int) -> None:
+        """A cancel request: for a client of this worker, or passed on to the worker serving it."""
+        owner = pid >> _WORKER_SHIFT
+        if owner != self.index and 0 <= owner < len(self._cancel_pipes):
+            os.write(self._cancel_pipes[owner], struct.pack("!ii", pid, secret))
+            return
         with self._lock:
             client = self._clients.get(pid)
         if client is not None and client.secret == secret:
             client.cancel()
+
+    def become_worker(self, index: int, pipes: list[tuple[int, int]]) -> None:
+        """In a forked worker: take `index`, reopen what must not be shared across a fork, and listen
+        for cancel requests passed on by the other workers."""
+        self.index = index
+        self._pids = itertools.count((index << _WORKER_SHIFT) + 1000)
+        self._cancel_pipes = [write for _, write in pipes]
+        self.by_analyst.reopen()
+        self.by_address.reopen()
+        readable = pipes[index][0]
+
+        def passed_on() -> None:
+            while True:
+                data = os.read(readable, 8)
+                if len(data) < 8:
+                    return
+                self.cancel(*struct.unpack("!ii", data))
+
+        threading.Thread(target=passed_on, name="dpsql-cancels", daemon=True).start()
 
     # --- listening ----------------------------------------------------------------------------
     def bind(self) -> tuple[str, int]:
@@ -144,14 +185,81 @@ def _refuse(sock: socket.socket, sqlstate: str, text: str) -> None:
 def serve(profile_path: str | Path) -> None:
     """`dpsql serve PROFILE`: listen until SIGTERM or Ctrl-C, printing the address once listening."""
     profile = Profile.load(profile_path)
-    server = Server(profile)
-    host, port = server.bind()
-    print(f"dpsql: listening on {host}:{port} (PostgreSQL protocol 3.0"
-          f"{', TLS required' if server.tls_required else ''})", flush=True)
+    workers = profile.server.workers
+    shared = Path(tempfile.mkdtemp(prefix="dpsql-serve-")) if workers > 1 else None
+    try:
+        server = Server(profile, shared)
+        host, port = server.bind()
+        print(f"dpsql: listening on {host}:{port} (PostgreSQL protocol 3.0"
+              f"{', TLS required' if server.tls_required else ''}"
+              f"{f', {workers} worker processes' if workers > 1 else ''})", flush=True)
+        if workers == 1:
+            _run(server)
+        else:
+            _run_workers(server, workers)
+    finally:
+        if shared is not None:
+            shutil.rmtree(shared, ignore_errors=True)
+    print("dpsql: stopped", file=sys.stderr, flush=True)
+
+
+def _run(server: Server) -> None:
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         server.stop()
     server.close()
-    print("dpsql: stopped", file=sys.stderr, flush=True)
+
+
+def _run_workers(server: Server, workers: int) -> None:
+    """Fork the workers (before any session, thread or database exists here) and wait for them."""
+    pipes = [os.pipe() for _ in range(workers)]
+    children = []
+    for index in range(workers):
+        child = os.fork()
+        if child == 0:
+            code = 0
+            try:
+                _die_with_parent()
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
+                server.become_worker(index, pipes)
+                _run(server)
+            except BaseException:  # a worker never returns into the parent's code
+                log.exception("worker %d failed", index)
+                code = 1
+            finally:
+                os._exit(code)
+        children.append(child)
+    server._listener.close()
+
+    def stop(*_) -> None:
+        for child in children:
+            try:
+                os.kill(child, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for child in children:
+        while True:
+            try:
+                os.waitpid(child, 0)
+                break
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+
+
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGKILL when its parent dies (even by SIGKILL); elsewhere nothing."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+_WORKER_SHIFT = 24  # a client's backend key (its "pid") is worker index << 24 | a counter
