@@ -12,7 +12,7 @@ catalog = "catalog.toml"
 ledger = "census.dpsql-state"      # default: <database>.dpsql-state
 read_only = true                   # default: the data is opened read-only
 log = "dpsql.log"                  # optional: the owner's log (failed scans, with their cause)
-output_dir = "exports"             # optional: the only directory shells may write files into (none: no files)
+output_dir = "exports"             # optional: the only directory shells may read and write files in (none: no files)
 
 [budget]                           # the ledger's total, fixed when the ledger is created
 epsilon = 10                       # or rho = ...
