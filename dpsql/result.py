@@ -45,7 +45,6 @@ class Result:
     types: list[str] = field(default_factory=list)
     answered_by: list[str] = field(default_factory=list)  # the models the DP values come from
     dp: list[bool] = field(default_factory=list)  # per column: DP values (with or without a standard error)
-    command: str = "SELECT"  # the statement's kind (DuckDB's statement type: SELECT, INSERT, CREATE, ...)
     rowcount: int = -1  # a statement that returns no rows: the rows it changed (-1: not counted)
     notes: list[str] = field(default_factory=list)  # what the values are, where it is not plain (MIN/MAX)
 

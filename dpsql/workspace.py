@@ -129,13 +129,11 @@ class Workspace:
             raise duckdb_error(e) from None
         columns = [d[0] for d in description] if description else []
         types = [str(d[1]) for d in description] if description else []
-        command = "EXPLAIN" if explain else self._statement_types(sql)[0]
         if not explain and isinstance(tree, _NO_ROWS) and not tree.args.get("returning"):
             # DuckDB answers these with a status table: a `Count` column (the rows changed) or `Success`
             changed = rows[0][0] if columns == ["Count"] and len(rows) == 1 else -1
-            return Result([], [], kind="public", command=command, rowcount=changed)
-        return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types,
-                      command=command)
+            return Result([], [], kind="public", rowcount=changed)
+        return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types)
 
     def describe_query(self, sql: str) -> Result | None:
         """The columns an allowed public query would return, without running it (None: not a query,

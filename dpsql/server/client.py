@@ -306,7 +306,7 @@ class ClientConnection:
         self._run_portal(portal)
         portal.described = True
         result = portal.results[0] if portal.results else None
-        if result is not None and result.columns and _returns_rows(result):
+        if result is not None and result.columns:
             self._out.append(self._row_description(result, portal))
         else:
             self._out.append(wire.NO_DATA)
@@ -333,7 +333,7 @@ class ClientConnection:
         if result is None:
             self._out.append(wire.command_complete(portal.tag))
             return
-        if result.columns and _returns_rows(result):
+        if result.columns:
             end = len(result.rows) if limit <= 0 else min(len(result.rows), portal.sent + limit)
             self._send_rows(result, portal, portal.sent, end)
             portal.sent = end
@@ -450,7 +450,7 @@ class ClientConnection:
         if not results:
             self._out.append(wire.command_complete(_tag(None, last_sql)))
         for result in results:
-            if result.columns and _returns_rows(result):
+            if result.columns:
                 self._out.append(self._row_description(result, None))
                 self._send_rows(result, None, 0, len(result.rows))
             self._out.append(wire.command_complete(_tag(result, last_sql)))
@@ -492,15 +492,11 @@ def _formats(requested: list[int], n: int) -> list[int]:
     return requested
 
 
-def _returns_rows(result: Result) -> bool:
-    return result.command in ("SELECT", "EXPLAIN", "PRAGMA", "CALL") or result.kind != "public"
-
-
 def _tag(result: Result | None, sql: str) -> str:
     """The CommandComplete tag PostgreSQL sends for a statement."""
     words = pgcompat.strip_leading_comments(sql).split()
     first = words[0].upper() if words else ""
-    if result is not None and result.columns and _returns_rows(result):
+    if result is not None and result.columns:
         return f"SELECT {len(result.rows)}"
     count = max(result.rowcount, 0) if result is not None else 0
     if first == "INSERT":
