@@ -339,3 +339,13 @@ def test_worker_processes_share_budget_throttle_and_cancels(served, tmp_path):
             raise AssertionError("a worker outlived the killed server")
     finally:
         pool.stop()
+
+
+def test_catalog_rewrites_leave_string_literals_alone():
+    from dpsql.server.pgcompat import VERSION_TEXT, rewrite_catalog_sql
+
+    assert rewrite_catalog_sql("SELECT 'see version() and pg_catalog.f(x)', version()") == \
+        f"SELECT 'see version() and pg_catalog.f(x)', '{VERSION_TEXT}'"
+    assert rewrite_catalog_sql("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname "
+                               "OPERATOR(pg_catalog.~) '^(it''s)$' COLLATE pg_catalog.default") == \
+        "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname ~ '^(it''s)$'"

@@ -166,6 +166,14 @@ def rewrite_catalog_sql(sql: str) -> str:
     COLLATE pg_catalog.default, pg_catalog.f(...) calls, json_build_object and ::regclass casts."""
     if "pg_" not in sql.lower() and "version" not in sql.lower():
         return sql
+    parts = _STRING_LITERAL.split(sql)  # string literals (odd positions) are left as they are
+    return "".join(part if i % 2 else _rewrite_code(part) for i, part in enumerate(parts))
+
+
+_STRING_LITERAL = re.compile(r"('(?:[^']|'')*')")
+
+
+def _rewrite_code(sql: str) -> str:
     sql = _VERSION_CALL.sub(f"'{VERSION_TEXT}'", sql)
     sql = _OPERATOR.sub(r"\1", sql)
     sql = _COLLATE.sub("", sql)
