@@ -379,10 +379,11 @@ class Session:
         share = self.query_share if epsilon is None and rho is None else self.share(epsilon, rho)
         return self.executor.dropped_rows(table, share, cap)
 
-    def describe(self, text: str) -> Result | None:
+    def describe(self, text: str, params: Sequence[Any] | dict | None = None) -> Result | None:
         """The columns (names and types, no rows) one statement would return, without running it or
-        spending anything; None when it returns none or they cannot be known before it runs (a
-        statement with parameters, or public SQL other than a query). For clients that ask first."""
+        spending anything; None when it returns none or they cannot be known before it runs (public
+        SQL other than a query, or with parameters; a DP query with parameters not given). For
+        clients that ask first, and for checking that an answer can be sent before it is paid for."""
         st = classify(text)
         if isinstance(st, SetOption):
             return Result(["setting", "value"], [], kind="status", types=["VARCHAR", "VARCHAR"])
@@ -395,10 +396,10 @@ class Session:
             return None
         sql, weight = take_weight(st.sql)
         if self.protected.reference(sql) is None:
-            return self.workspace.describe_query(sql)
-        if parse_statement(sql, self.dialect).find(exp.Placeholder):
+            return None if params else self.workspace.describe_query(sql)
+        if not params and parse_statement(sql, self.dialect).find(exp.Placeholder):
             return None
-        compiled = self._compile(sql, weight=weight)
+        compiled = self._compile(sql, params, weight=weight)
         zeros = np.zeros(compiled.rows)
         shape = assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
         shape.rows, shape.stderr = [], []

@@ -349,3 +349,18 @@ def test_catalog_rewrites_leave_string_literals_alone():
     assert rewrite_catalog_sql("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname "
                                "OPERATOR(pg_catalog.~) '^(it''s)$' COLLATE pg_catalog.default") == \
         "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname ~ '^(it''s)$'"
+
+
+def test_results_a_client_cannot_be_sent_are_refused_before_the_charge(served):
+    """Binary results of a type without a binary encoding here (NUMERIC) are refused before the
+    statement runs: nothing is charged for an answer that could not be sent."""
+    with psycopg.connect(served.dsn(), autocommit=True) as conn:
+        spent = served.ledger().spent()
+        result = conn.pgconn.exec_params(
+            b"SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7", [],
+            result_format=1)
+        assert result.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        assert b"binary" in result.error_message
+        assert served.ledger().spent() == spent
+        text = conn.execute("SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7")
+        assert float(text.fetchone()[0]) > 0  # as text it is answered (and charged) as usual

@@ -104,7 +104,6 @@ class ClientConnection:
         try:
             if not self._startup():
                 return
-            self.server.register(self)
             self._loop()
         except wire.Closed:
             pass
@@ -133,8 +132,12 @@ class ClientConnection:
     def cancel(self) -> None:
         """Called from the cancel request's thread: stop the running statement."""
         self._cancel = True
-        if self.connection is not None:
-            self.connection.session.interrupt()
+        connection = self.connection  # the client's own thread may be closing it
+        if connection is not None:
+            try:
+                connection.session.interrupt()
+            except duckdb.Error:  # closed meanwhile: nothing left to stop
+                pass
 
     # --- start-up and login -------------------------------------------------------------------
     def _startup(self) -> bool:
@@ -377,8 +380,24 @@ class ClientConnection:
                 portal.results, portal.tag = [], answer.tag
             self._apply(answer)
             return
+        if any(f != 0 for f in portal.result_formats):
+            self._check_result_formats(portal)
         portal.results = self._run(sql, portal.params)
         portal.tag = _tag(None, sql)
+
+    def _check_result_formats(self, portal: Portal) -> None:
+        """Refuse result formats the answer could not be sent in before the statement runs: a DP
+        answer must not be charged and then fail to be sent. (Public statements are not charged;
+        their columns are checked as they are sent.)"""
+        sql = pgcompat.rewrite_catalog_sql(portal.prepared.sql)
+        shape = self.connection.session.describe(sql, portal.params or None)
+        if shape is None:
+            return
+        oids = [pgcompat.type_oid(t) for t in shape.types] + [pgcompat.TEXT] * len(shape.columns)
+        for name, oid, fmt in zip(shape.columns, oids, _formats(portal.result_formats, len(shape.columns))):
+            if fmt == 1 and oid not in pgcompat.BINARY_RESULTS:
+                raise errors.NotSupportedError(f"column {name!r} (type OID {oid}) has no binary result format here: "
+                                               "ask for text results; nothing was charged")
 
     def _client_statement(self, sql: str) -> pgcompat.ClientAnswer | None:
         answer = pgcompat.client_statement(sql, self.settings)

@@ -247,17 +247,20 @@ def _array_item(value) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(value, str) else text
 
 
+_PACKERS = {BOOL: "!?", INT2: "!h", INT4: "!i", INT8: "!q", FLOAT4: "!f", FLOAT8: "!d"}
+BINARY_RESULTS = frozenset({*_PACKERS, TEXT, VARCHAR, UNKNOWN, BYTEA})  # types sent in binary when asked
+
+
 def encode_binary(value, oid: int) -> bytes | None:
-    """A value in PostgreSQL's binary format, for the types clients ask binary results of."""
+    """A value in PostgreSQL's binary format, for a type of `BINARY_RESULTS`."""
     if value is None:
         return None
-    packers = {BOOL: "!?", INT2: "!h", INT4: "!i", INT8: "!q", FLOAT4: "!f", FLOAT8: "!d"}
-    if oid in packers:
-        return struct.pack(packers[oid], value)
-    if oid in (TEXT, VARCHAR, UNKNOWN):
-        return str(value).encode()
+    if oid in _PACKERS:
+        return struct.pack(_PACKERS[oid], value)
     if oid == BYTEA:
         return bytes(value)
+    if oid in BINARY_RESULTS:
+        return str(value).encode()
     raise ProgrammingError(f"binary results of type OID {oid} are not supported: ask for text results")
 
 
@@ -266,9 +269,8 @@ def decode_parameter(raw: bytes | None, oid: int, binary: bool):
     if raw is None:
         return None
     if binary:
-        unpackers = {BOOL: "!?", INT2: "!h", INT4: "!i", INT8: "!q", FLOAT4: "!f", FLOAT8: "!d"}
-        if oid in unpackers:
-            return struct.unpack(unpackers[oid], raw)[0]
+        if oid in _PACKERS:
+            return struct.unpack(_PACKERS[oid], raw)[0]
         if oid in (TEXT, VARCHAR, UNKNOWN, 0):
             return raw.decode()
         if oid == BYTEA:
