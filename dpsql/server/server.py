@@ -146,6 +146,7 @@ class Server:
             thread = threading.Thread(target=client.run, name=f"dpsql-client-{client.pid}", daemon=True)
             with self._lock:
                 self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            self.register(client)  # from its first byte: counted against max_connections, closed by `close`
             thread.start()
 
     def stop(self) -> None:
@@ -158,13 +159,12 @@ class Server:
                 pass
             self._listener.close()
 
-    def close(self, timeout: float = 30.0) -> None:
-        """End every client's connection and wait for its session to close (running statements stop
-        before their charge: the client is gone)."""
+    def close(self, timeout: float = 10.0) -> None:
+        """End every client's connection, logged in or not, and wait for its session to close (running
+        statements stop before their charge: the client is gone)."""
         with self._lock:
             clients, threads = list(self._clients.values()), list(self._threads)
         for client in clients:
-            client.cancel()
             try:
                 client.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -201,6 +201,9 @@ def serve(profile_path: str | Path) -> None:
         if shared is not None:
             shutil.rmtree(shared, ignore_errors=True)
     print("dpsql: stopped", file=sys.stderr, flush=True)
+    # Every charge is already committed (the ledger writes each in one transaction); a session still
+    # inside DuckDB past `close`'s wait must not hold up (or crash) the interpreter's teardown.
+    os._exit(0)
 
 
 def _run(server: Server) -> None:
