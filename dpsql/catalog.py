@@ -10,6 +10,14 @@ the private data. Three column types exist:
   are clamped into the first or last bin. Sums use bin midpoints.
 - ``categorical``: the declared ``values``; with ``other = "<value>"`` any
   undeclared value is counted as that value.
+- ``key``: a string or integer key whose values nobody declared (zip codes, product
+  ids, URLs). Until keys are released it can only be grouped by, and then only for
+  COUNT(*): DP partition selection releases the keys whose noisy count clears a
+  threshold (`dpsql.executor`). The released key set is recorded in the ledger and
+  from then on is the column's public domain (`Catalog.with_keys`): one bin per
+  released key, and one for every other key (shown as NULL where it is grouped).
+  Its declaration, and so the table's signature, does not name the keys: one
+  ledger releases one key set per column, so measurements stay valid.
 
 ``nullable = true`` adds a NULL bin (the last one). The *protected table* is
 the set of rows that fit every declaration: rows with NULL in a non-nullable
@@ -34,7 +42,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterable
@@ -44,7 +52,7 @@ import numpy as np
 from dpsql.errors import CatalogError
 from mechanisms.domain import Domain
 
-INTEGER, NUMERIC, CATEGORICAL = "integer", "numeric", "categorical"
+INTEGER, NUMERIC, CATEGORICAL, KEY = "integer", "numeric", "categorical", "key"
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -89,9 +97,10 @@ class Column:
     low: Decimal | None = None  # integer / numeric
     high: Decimal | None = None
     bins: int | None = None  # numeric
-    values: tuple[str, ...] = ()  # categorical
+    values: tuple[str, ...] = ()  # categorical; a key column's released keys
     ordered: bool = False
     other: str | None = None
+    released: bool = False  # a key column: whether its keys were released (its domain is known)
 
     @property
     def sql_type(self) -> str:
@@ -106,6 +115,8 @@ class Column:
             return int(self.high - self.low) + 1
         if self.kind == NUMERIC:
             return int(self.bins)
+        if self.kind == KEY:
+            return len(self.values) + 1  # the released keys and every other key
         return len(self.values)
 
     @property
@@ -131,11 +142,30 @@ class Column:
             out: list[Any] = list(range(int(self.low), int(self.high) + 1))
         elif self.kind == NUMERIC:
             out = [float(e) for e in self.edges()[:-1]]
+        elif self.kind == KEY:
+            out = [*self.values, None]  # the last bin holds every key not released
         else:
             out = list(self.values)
         return out + ([None] if self.nullable else [])
 
+    @property
+    def is_open(self) -> bool:
+        """A key column whose keys are not released yet: it has no domain."""
+        return self.kind == KEY and not self.released
+
+    def with_keys(self, keys: tuple[str, ...]) -> "Column":
+        """This key column with its released keys as its domain."""
+        if self.kind != KEY:
+            raise CatalogError(f"column {self.name!r} is not a key column")
+        return replace(self, values=tuple(keys), released=True)
+
+    def declaration(self) -> str:
+        """What the owner declared (a key column: not its released keys)."""
+        return "key" if self.kind == KEY else self.describe()
+
     def describe(self) -> str:
+        if self.kind == KEY:
+            return f"key, {len(self.values)} released" if self.released else "key, none released yet"
         null = ", nullable" if self.nullable else ""
         if self.kind == INTEGER:
             return f"integer {self.low}..{self.high}{null}"
@@ -153,8 +183,8 @@ class Column:
 
     def bin_values(self) -> np.ndarray:
         """The number each bin stands for in SUM/AVG (NULL bin: 0)."""
-        if self.kind == CATEGORICAL:
-            raise CatalogError(f"column {self.name!r} is categorical: it has no numeric values to sum")
+        if self.kind in (CATEGORICAL, KEY):
+            raise CatalogError(f"column {self.name!r} is {self.kind}: it has no numeric values to sum")
         if self.kind == INTEGER:
             vals = [float(self.low + k) for k in range(self.value_bins)]
         else:
@@ -170,6 +200,11 @@ class Column:
         if op not in COMPARISONS:
             raise CatalogError(f"unsupported comparison {op!r}")
         out = np.zeros(self.size)
+        if self.kind == KEY:
+            if op not in ("=", "<>"):
+                raise CatalogError(f"column {self.name!r} is a key column: compare it with =, <> or IN")
+            out[self._key_index(literal)] = 1.0
+            return 1.0 - out if op == "<>" else out
         if self.kind == CATEGORICAL:
             index = self._category_index(literal)
             if op in ("=", "<>"):
@@ -225,6 +260,22 @@ class Column:
             out = np.maximum(out, self.compare("=", lit))
         return out
 
+    def _key_index(self, literal: Any) -> int:
+        if self.is_open:
+            raise CatalogError(self.not_released())
+        if isinstance(literal, bool) or not isinstance(literal, (str, int)):
+            raise CatalogError(f"column {self.name!r} is a key column: compare it with a string or integer literal")
+        if str(literal) not in self.values:
+            raise CatalogError(f"{literal!r} is not a released key of {self.name!r}: the keys not released are "
+                               "counted together, and no answer can single one out")
+        return self.values.index(str(literal))
+
+    def not_released(self) -> str:
+        """Why an unreleased key column cannot be used, and what to run first."""
+        return (f"the keys of {self.name!r} have not been released yet: run SELECT {self.name}, COUNT(*) FROM "
+                f"<table> GROUP BY {self.name} first (DP partition selection releases the frequent keys, which "
+                "then form the column's domain)")
+
     def _category_index(self, literal: Any) -> int:
         if not isinstance(literal, str):
             raise CatalogError(f"column {self.name!r} is categorical: compare it with a string literal")
@@ -246,6 +297,10 @@ class Column:
         bin differently in an engine the SQL is transpiled to (Spark's FLOOR is BIGINT).
         """
         col = source or quote_identifier(self.name)
+        if self.kind == KEY:
+            cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
+            return f"CAST(CASE CAST({col} AS VARCHAR) {cases} ELSE {len(self.values)} END AS INTEGER)" if cases \
+                else "CAST(0 AS INTEGER)"
         if self.kind == INTEGER:
             expr = f"FLOOR(LEAST(GREATEST({col}, {self.low}), {self.high})) - {self.low}"
         elif self.kind == NUMERIC:
@@ -259,6 +314,11 @@ class Column:
             expr = f"CASE WHEN {col} IS NULL THEN {self.null_bin} ELSE {expr} END"
         return f"CAST({expr} AS INTEGER)"
 
+    def rank_sql(self) -> str:
+        """SQL of what bounding ranks a unit's rows by for this column: its bin, a key column's raw key
+        (the same before and after its keys are released, so the rows kept never change)."""
+        return f"CAST({quote_identifier(self.name)} AS VARCHAR)" if self.kind == KEY else self.bin_sql()
+
     def fits_sql(self) -> str | None:
         """SQL condition a row must meet to belong to the protected table, if any.
 
@@ -266,6 +326,8 @@ class Column:
         CASE is evaluated once per distinct value on dictionary-compressed storage,
         where `IN (...)` is planned as a join and compares every row.
         """
+        if self.kind == KEY:
+            return None  # every key fits: keys not released (and NULL) share the last bin
         if self.kind == CATEGORICAL and self.other is None:
             return f"{self.bin_sql()} IS NOT NULL"
         return None if self.nullable else f"{quote_identifier(self.name)} IS NOT NULL"
@@ -300,7 +362,13 @@ def categorical(values: Iterable[str], ordered: bool = False, other: str | None 
     return decl
 
 
+def key() -> dict:
+    """Python-API declaration of a key column (values not declared; released by partition selection)."""
+    return {"type": KEY}
+
+
 _KEYS = {
+    KEY: {"type"},
     INTEGER: {"type", "min", "max", "nullable"},
     NUMERIC: {"type", "min", "max", "bins", "nullable"},
     CATEGORICAL: {"type", "values", "ordered", "other", "nullable"},
@@ -310,16 +378,18 @@ _KEYS = {
 def parse_column(name: str, decl: dict) -> Column:
     """Validate one column declaration (a TOML inline table or a dict)."""
     if not isinstance(decl, dict) or "type" not in decl:
-        raise CatalogError(f"column {name!r}: a declaration needs a type (integer, numeric or categorical)")
+        raise CatalogError(f"column {name!r}: a declaration needs a type (integer, numeric, categorical or key)")
     kind = decl["type"]
     if kind not in _KEYS:
-        raise CatalogError(f"column {name!r}: unknown type {kind!r} (use integer, numeric or categorical)")
+        raise CatalogError(f"column {name!r}: unknown type {kind!r} (use integer, numeric, categorical or key)")
     unknown = set(decl) - _KEYS[kind]
     if unknown:
         raise CatalogError(f"column {name!r}: unknown keys {sorted(unknown)} for type {kind}")
     nullable = decl.get("nullable", False)
     if not isinstance(nullable, bool):
         raise CatalogError(f"column {name!r}: nullable must be true or false")
+    if kind == KEY:
+        return Column(name, kind)
     if kind == CATEGORICAL:
         values = decl.get("values")
         if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
@@ -441,7 +511,8 @@ class Table:
             # SQL (and DuckDB) identifiers are case-insensitive: these would name one column.
             clash = sorted(c for c in self.columns if lowered.count(c.lower()) > 1)
             raise CatalogError(f"table {self.name!r}: column names differ only in case: {clash}")
-        self.domain = Domain(tuple(self.columns), tuple(c.size for c in self.columns.values()))
+        known = [c for c in self.columns.values() if not c.is_open]  # a key column joins once released
+        self.domain = Domain(tuple(c.name for c in known), tuple(c.size for c in known))
 
     def column(self, name: str) -> Column:
         found = self.columns.get(name) or next(
@@ -453,6 +524,15 @@ class Table:
                 f"declared columns: {', '.join(self.columns)}"
             )
         return found
+
+    def with_keys(self, released: dict[str, tuple[str, ...]]) -> "Table":
+        """This table with the released key sets ({column: keys}) as its key columns' domains."""
+        if not released:
+            return self
+        columns = {n: c.with_keys(released[n]) if n in released else c for n, c in self.columns.items()}
+        table = Table(self.name, columns, self.unit_column, self.unit_link, self.max_rows_per_unit, self.public_rows)
+        table._unit = self._unit
+        return table
 
     def fits_sql(self) -> str:
         """WHERE condition selecting the rows of the protected table."""
@@ -473,7 +553,7 @@ class Table:
 
     def signature(self) -> str:
         """Identifies the declaration: measurements are only reused under the same one."""
-        columns = repr([(c.name, c.describe()) for c in self.columns.values()])
+        columns = repr([(c.name, c.declaration()) for c in self.columns.values()])
         return columns if self.unit is None else f"{columns}; {self.unit.describe()}"
 
 
@@ -598,6 +678,18 @@ class Catalog:
                 path.append(Hop(hop.column, target.name, hop.key))
                 current = target
             table._unit = PrivacyUnit(current.unit_column, table.max_rows_per_unit, tuple(path))
+
+    def with_keys(self, released: dict[tuple[str, str], tuple[str, ...]]) -> "Catalog":
+        """This catalog with the key sets released so far ({(table, column): keys}, names as declared)
+        as the domains of its key columns (the catalog itself is not changed)."""
+        if not released:
+            return self
+        out = Catalog()
+        out.path = self.path
+        for name, table in self.tables.items():
+            mine = {c: keys for (t, c), keys in released.items() if t.lower() == name and c in table.columns}
+            out.tables[name] = table.with_keys(mine)
+        return out
 
     def get(self, name: str) -> Table | None:
         return self.tables.get(name.lower())

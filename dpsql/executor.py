@@ -17,11 +17,17 @@ the generative models of adaptive releases. A statement goes through these steps
 
 A charge is therefore only recorded for answers already in hand. `record` is the same
 charge-and-keep step for releases made elsewhere (`dpsql.synth`).
+
+`release_keys` is the step before a query grouped by a key column nobody declared: DP
+partition selection (`mechanisms.partition_selection`) scans the keys' bounded counts,
+keeps those whose noisy count clears the threshold τ, and charges ρ and δ_τ together with
+the key set and the released counts (a measurement of the query over the new domain,
+so asking it again is free).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -30,11 +36,13 @@ from dpsql.backends import Backend, DuckDBBackend
 from dpsql.backends.scan_speed import duckdb_scan_speed
 from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog, Table
-from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
-from dpsql.ledger import Entry, Ledger
+from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError, ProgrammingError
+from dpsql.ledger import Entry, KeySet, Ledger
 from dpsql.result import Result, aggregate_answers, answered_by, assemble
-from dpsql.sql.compiler import CompiledQuery
-from mechanisms.measurement import Measurement, measure
+from dpsql.sql.compiler import CompiledQuery, KeySelection
+from mechanisms.accounting import Amount
+from mechanisms.measurement import GAUSSIAN, Measurement, measure
+from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import GraphicalModel
 from mechanisms.reconstruction import AnsweringModel, Estimator, LeastSquaresModel
@@ -63,6 +71,23 @@ class Hooks:
     cancelled: Callable[[], bool] | None = None
     # Shown progress of long releases (AIM, RAP): called with (fraction done, message).
     progress: Callable[[float, str], None] | None = None
+
+
+@dataclass(frozen=True)
+class KeyRelease:
+    """Keys released by partition selection (sorted) and their noisy counts, not yet charged."""
+
+    selection: KeySelection
+    calibrated: PartitionSelection
+    cost: float
+    keys: tuple[str, ...]
+    counts: np.ndarray
+
+    @property
+    def variance(self) -> float:
+        """The exact variance of each released count's noise (a released count is biased upward: it
+        cleared τ)."""
+        return self.calibrated.noise.variance
 
 
 @dataclass(frozen=True)
@@ -96,7 +121,9 @@ class Executor:
         version = self.ledger.version()
         if key not in self.models or self._versions.get(key) != version:
             stored = self.ledger.measurements(table.name, table.signature())
-            self.models[key] = LeastSquaresModel(table.domain, stored)
+            # A key column's measurements need its released keys: skip them if `table` predates the release.
+            known = set(table.domain.attributes)
+            self.models[key] = LeastSquaresModel(table.domain, [m for m in stored if known.issuperset(m.clique)])
             self._versions[key] = self.ledger.written_version
         return self.models[key]
 
@@ -291,11 +318,56 @@ class Executor:
             )
         self.ledger.check(cost)
 
+    def amount(self, share: float) -> Amount:
+        """A share of the ledger's unit in both units: ε at the δ that key releases left (`Ledger.capacity`)."""
+        spent = self.ledger.delta_spent()
+        return replace(self.budget, delta=self.budget.delta - spent).amount(share) if spent else self.budget.amount(share)
+
     def charge_text(self, charged: float) -> str:
-        remaining = self.budget.amount(self.ledger.status()[2])
-        spent = "no charge (answered from earlier measurements)" if charged == 0 else \
-            f"charged {self.budget.amount(charged)}"
+        remaining = self.amount(self.ledger.status()[2])
+        spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
         return f"{spent}; remaining {remaining}"
+
+    # --- partition selection --------------------------------------------------------------
+    def selection(self, selection: KeySelection, share: float, delta: float) -> PartitionSelection:
+        """The calibrated partition selection of `share` (ρ) and δ_τ = `delta` for a table's key column:
+        each privacy unit adds at most k rows, over any keys (`gaussian_selection`'s max_rows)."""
+        if self.budget.noise != GAUSSIAN:
+            raise NotSupportedError(
+                "this ledger accounts pure ε-DP, and releasing keys nobody declared spends a δ (the chance a "
+                "rare key shows): use a ledger with a δ (zCDP), or declare the column's values")
+        k = selection.table.contribution
+        return gaussian_selection(share, delta, max_keys=k, max_per_key=k, max_rows=k)
+
+    def release_keys(self, selection: KeySelection, share: float, delta: float) -> KeyRelease:
+        """Scan the bounded key counts and keep the keys whose noisy count clears τ; nothing is charged yet."""
+        calibrated = self.selection(selection, share, delta)
+        self.ledger.check_delta(share, delta)
+        table = selection.table
+        keys, cells, counts = self.backend.key_counts(table, selection.column, selection.clique,
+                                                      self.bounding_key(table))
+        kept = selection.passes(cells) & (counts > 0)
+        distinct, which = np.unique(keys[kept].astype(str), return_inverse=True)  # sorted: a public order
+        per_key = np.bincount(which, weights=counts[kept], minlength=len(distinct)).astype(np.int64)
+        chosen, noisy = select_partitions(per_key, calibrated.threshold, calibrated.noise, self.rng)
+        return KeyRelease(selection, calibrated, share, tuple(str(k) for k in distinct[chosen]), noisy)
+
+    def charge_keys(self, released: KeyRelease, query: CompiledQuery, statement: str) -> None:
+        """Charge a key release with its key set and, as a measurement, its counts: the rows of `query`'s
+        COUNT block (compiled over the released keys), so the query is answered free from then on."""
+        table, count = query.table, query.aggregates[0].blocks[0]
+        clique = count.attributes(table.domain)
+        measured = Measurement(clique, GAUSSIAN, released.cost, released.variance,
+                               np.asarray(released.counts, dtype=float), None, count.matrix(table.domain, clique))
+        if self.hooks.before_charge is not None:
+            self.hooks.before_charge()
+        column = released.selection.column
+        self.ledger.charge_all([Entry(released.cost, statement, table.name, table.signature(), [measured],
+                                      f"partition selection of {column} (τ = {released.calibrated.threshold})",
+                                      KeySet(column, released.keys, released.calibrated.delta))])
+        key = table.name.lower()
+        self.models.pop(key, None)  # read again over the table with its keys
+        self.generative.pop(key, None)
 
     # --- a release outside the planner --------------------------------------------------
     def dropped_rows(self, table: str, share: float, cap: int | None = None) -> Result:
@@ -325,4 +397,4 @@ class Executor:
         return result
 
 
-__all__ = ["Executor", "Hooks", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]
+__all__ = ["Executor", "Hooks", "KeyRelease", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]

@@ -13,6 +13,12 @@ check-and-append of a charge is atomic across processes. Each ledger row
 carries a SHA-256 hash chained to the previous row (the first to the budget
 declaration) and covering the measurements it paid for; `verify` recomputes
 the chain, so any edit, deletion or reordering is detected.
+
+A charge may also release a key set (DP partition selection of a key column): the keys,
+and δ_τ, the chance its threshold allows that one unit's rare keys show. Those δs add up
+(approximate zCDP composes by adding ρ and δ), so a zCDP ledger's capacity is the ρ whose
+ε at the remaining δ is the declared ε: ρ(ε(total, δ), δ − Σδ_τ) (`capacity`). Each column's
+key set is released once and then is its public domain.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import duckdb
 import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
+from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
 
@@ -51,6 +58,9 @@ _SCHEMA = [
         seq BIGINT NOT NULL, position INTEGER NOT NULL, table_name VARCHAR NOT NULL, signature VARCHAR NOT NULL,
         clique VARCHAR NOT NULL, query_key VARCHAR, strategy VARCHAR, noise VARCHAR NOT NULL,
         cost DOUBLE NOT NULL, variance DOUBLE NOT NULL, vals DOUBLE[] NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS dpsql_key_sets (
+        seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, column_name VARCHAR NOT NULL, delta DOUBLE NOT NULL,
+        keys VARCHAR[] NOT NULL)""",
 ]
 
 
@@ -66,8 +76,21 @@ class Charge:
 
 
 @dataclass(frozen=True)
+class KeySet:
+    """Keys of a key column released by partition selection, and the δ_τ its threshold spent."""
+
+    column: str
+    keys: tuple[str, ...]
+    delta: float
+
+    def digest(self) -> str:
+        return _digest(self.column, self.delta, list(self.keys))
+
+
+@dataclass(frozen=True)
 class Entry:
-    """A charge to append: what it costs, the statement, the table and the measurements it pays for."""
+    """A charge to append: what it costs, the statement, the table and the measurements it pays for
+    (and a key set it releases)."""
 
     cost: float
     statement: str
@@ -75,6 +98,7 @@ class Entry:
     signature: str | None
     measurements: list[Measurement]
     detail: str | None = None
+    key_set: KeySet | None = None
 
 
 def _digest(*parts) -> str:
@@ -189,14 +213,21 @@ class Ledger:
 
         For display only (a charge re-checks under the lock): read again only when the state
         files changed since the last read, so a free re-ask does not open the ledger."""
+        return self._state()[0]
+
+    def delta_spent(self) -> float:
+        """The δ key releases spent, in all (read as `status` is)."""
+        return self._state()[1]
+
+    def _state(self) -> tuple[tuple[float, float, float], float]:
         signature = self.version()
         cached = self._status_cache
         if signature is not None and cached is not None and cached[0] == (signature, self.limit):
             return cached[1]
         with self._open() as con:
-            status = self._status(con)
-        self._status_cache = ((signature, self.limit), status) if signature is not None else None
-        return status
+            state = self._status(con), self._delta_spent(con)
+        self._status_cache = ((signature, self.limit), state) if signature is not None else None
+        return state
 
     def version(self) -> tuple | None:
         """What changes whenever any process writes the state (its file and write-ahead log); None in
@@ -216,11 +247,35 @@ class Ledger:
         return tuple(signature)
 
     def _status(self, con) -> tuple[float, float, float]:
-        spent = self._spent(con)
+        spent, capacity = self._spent(con), self.capacity(self._delta_spent(con))
         if self.limit is None:
-            return self.total, spent, max(self.total - spent, 0.0)
+            return capacity, spent, max(capacity - spent, 0.0)
         mine = self._spent(con, self.who)
-        return self.limit, mine, max(min(self.limit - mine, self.total - spent), 0.0)
+        return self.limit, mine, max(min(self.limit - mine, capacity - spent), 0.0)
+
+    def capacity(self, delta_spent: float) -> float:
+        """The total in the ledger's unit once key releases spent `delta_spent` of δ: ρ(ε(total, δ), δ − δ_spent).
+
+        Exact composition of approximate zCDP (ρ and δ add): the declared (ε, δ) still holds."""
+        if delta_spent <= 0 or self.noise != "gaussian":
+            return self.total
+        if delta_spent >= self.delta:
+            return 0.0
+        return min(self.total, epsilon_delta_to_zcdp(zcdp_to_epsilon(self.total, self.delta), self.delta - delta_spent))
+
+    @staticmethod
+    def _delta_spent(con) -> float:
+        if not _has_key_sets(con):
+            return 0.0
+        return float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_key_sets").fetchone()[0])
+
+    def key_sets(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Every released key set: {(table, column): keys}."""
+        with self._open() as con:
+            if not _has_key_sets(con):
+                return {}
+            rows = con.execute("SELECT table_name, column_name, keys FROM dpsql_key_sets ORDER BY seq").fetchall()
+        return {(t, c): tuple(k) for t, c, k in rows}
 
     def remaining(self) -> float:
         return self.status()[2]
@@ -257,7 +312,7 @@ class Ledger:
         with self._open() as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                self._refuse_if_over(sum(e.cost for e in entries), self._status(con))
+                self._refuse_if_over(sum(e.cost for e in entries), self._status_after(con, entries))
                 for e in entries:
                     done.append(self._append(con, e))
                 con.execute("COMMIT")
@@ -265,6 +320,29 @@ class Ledger:
                 con.execute("ROLLBACK")
                 raise
         return done
+
+    def _status_after(self, con, entries: list["Entry"]) -> tuple[float, float, float]:
+        """The status as if the entries' key releases were spent (their δ lowers the capacity)."""
+        delta = sum(e.key_set.delta for e in entries if e.key_set is not None)
+        if not delta:
+            return self._status(con)
+        for e in entries:
+            if e.key_set is not None and con.execute(
+                    "SELECT 1 FROM dpsql_key_sets WHERE lower(table_name) = lower(?) AND column_name = ?",
+                    [e.table, e.key_set.column]).fetchone():
+                raise OperationalError(f"the keys of {e.table}.{e.key_set.column} were released meanwhile (by another "
+                                       "connection); nothing was charged: ask again to use them")
+        total, spent, _ = self._status(con)
+        capacity = self.capacity(self._delta_spent(con) + delta)
+        whose = total if self.limit is not None else capacity
+        mine = self._spent(con, self.who) if self.limit is not None else spent
+        return whose, mine, max(min(whose - mine, capacity - self._spent(con)), 0.0)
+
+    def check_delta(self, cost: float, delta: float) -> None:
+        """Raise BudgetExceededError if `cost` does not fit in what remains once `delta` more is spent."""
+        with self._open() as con:
+            self._refuse_if_over(cost, self._status_after(con, [Entry(0.0, "", None, None, [], None,
+                                                                       KeySet("", (), delta))]))
 
     def _append(self, con, e: "Entry") -> Charge:
         last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
@@ -278,10 +356,14 @@ class Ledger:
         ]
         at = _now()
         entry = (seq, at, self.who, e.table, e.statement, e.cost, e.detail)
-        digest = _digest(prev, *entry, [_measurement_row_digest(r) for r in rows])
+        parts = [prev, *entry, [_measurement_row_digest(r) for r in rows]]
+        digest = _digest(*parts, e.key_set.digest()) if e.key_set is not None else _digest(*parts)
         con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
         for r in rows:
             con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
+        if e.key_set is not None:
+            k = e.key_set
+            con.execute("INSERT INTO dpsql_key_sets VALUES (?, ?, ?, ?, ?)", [seq, e.table, k.column, k.delta, list(k.keys)])
         return Charge(seq, at, self.who, e.table, e.statement, e.cost, e.detail)
 
     def bounding_key(self) -> str:
@@ -340,6 +422,9 @@ class Ledger:
                     "SELECT seq, position, table_name, signature, clique, query_key, strategy, noise, cost, "
                     "variance, vals FROM dpsql_measurements ORDER BY seq, position"
                 ).fetchall()
+                key_sets = con.execute(
+                    "SELECT seq, column_name, keys, delta FROM dpsql_key_sets ORDER BY seq").fetchall() \
+                    if _has_key_sets(con) else []
             except duckdb.Error as e:
                 return [f"the ledger tables were altered ({str(e).splitlines()[0]})"]
         if len(budget) != 1:
@@ -351,25 +436,37 @@ class Ledger:
         measured: dict[int, list[str]] = {}
         for row in stored:
             measured.setdefault(row[0], []).append(_measurement_row_digest(row[1:]))
+        released = {seq: KeySet(column, tuple(keys), delta) for seq, column, keys, delta in key_sets}
         spent = 0.0
         for expected_seq, (seq, at, who, table, statement, cost, detail, prev_hash, digest) in enumerate(ledger, 1):
             if seq != expected_seq:
                 problems.append(f"charge {expected_seq} is missing (found {seq})")
             if prev_hash != prev:
                 problems.append(f"charge {seq} does not follow the previous one (chain broken)")
-            if _digest(prev_hash, seq, at, who, table, statement, cost, detail, measured.pop(seq, [])) != digest:
+            parts = [prev_hash, seq, at, who, table, statement, cost, detail, measured.pop(seq, [])]
+            key_set = released.pop(seq, None)
+            if (_digest(*parts, key_set.digest()) if key_set is not None else _digest(*parts)) != digest:
                 problems.append(f"charge {seq} or its measurements were altered")
             prev = digest
             spent += cost
         for seq in measured:
             problems.append(f"measurements stored for charge {seq}, which is not in the ledger")
-        if spent > total * (1 + _SLACK):
-            problems.append(f"charges add up to {spent:g}, over the total budget {total:g}")
+        for seq in released:
+            problems.append(f"a key set stored for charge {seq}, which is not in the ledger")
+        capacity = self.capacity(sum(k for _, _, _, k in key_sets))
+        if spent > capacity * (1 + _SLACK):
+            problems.append(f"charges add up to {spent:g}, over the total budget {capacity:g}")
         return problems
 
     def close(self) -> None:
         if self._memory is not None:
             self._memory.close()
+
+
+def _has_key_sets(con) -> bool:
+    """Whether the state holds the key-set table (ledgers written before key columns existed do not)."""
+    return bool(con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'dpsql_key_sets'")
+                .fetchone()[0])
 
 
 def _now() -> datetime:

@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from dpsql.backends import Backend
 from dpsql.budget import Budget, Sizing, checked
-from dpsql.catalog import Catalog
+from dpsql.catalog import KEY, Catalog
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.executor import Executor
 from dpsql.ledger import Ledger
@@ -40,12 +40,14 @@ from dpsql.sql.statements import (
 )
 from dpsql.workspace import Workspace
 from mechanisms.accounting import Amount
+from mechanisms.partition_selection import count_released_with
 from mechanisms.noise import RandomSource
 from mechanisms.workload import Workload
 from planner.chart import draw_chart, error_curves
 from planner.plan import TOTAL_SQUARED
 
 DEFAULT_QUERY_EPSILON = 0.1
+KEY_DELTA_SHARE = 10  # a release of keys spends this fraction (1/10) of the ledger's δ by default
 COMPILED_CACHE = 256  # compiled statements kept per session
 
 
@@ -113,7 +115,8 @@ class Session:
         dialect: str = "duckdb",
     ):
         self.workspace = workspace
-        self.catalog = catalog
+        self.declared = catalog  # as the owner declared it; `catalog` adds the key sets released since
+        self._released: tuple[tuple | None, Catalog] = (None, catalog)
         self.ledger = ledger
         self.budget_unit = Budget(ledger.noise, ledger.delta)
         self.dialect = dialect
@@ -122,6 +125,7 @@ class Session:
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
         self.stderr_columns = False  # SET dpsql.stderr = on: a `<column>_stderr` column after each DP column
+        self.key_delta = ledger.delta / KEY_DELTA_SHARE  # what one release of keys spends of δ
         self.last_charge = 0.0  # what the last statement that read protected data charged
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
@@ -129,8 +133,22 @@ class Session:
         # unless they join public tables, which the workspace may change; those last one `execute`.
         self._compiled: OrderedDict[tuple[str, str, float], CompiledQuery] = OrderedDict()
         self._joins: set[tuple[str, str, float]] = set()
-        self.protected = ProtectedNames(self.catalog, self.dialect)
+        self.protected = ProtectedNames(catalog, self.dialect)
         workspace.declare_protected(list(catalog.tables.values()))
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog with the key sets released so far (by anyone: read again when the ledger changes)."""
+        version = self.ledger.version()
+        if version is None or version != self._released[0]:
+            released = self.declared.with_keys(self.ledger.key_sets()) if self._has_key_columns() else self.declared
+            if released is not self._released[1]:
+                self._compiled.clear()  # compiled over other domains
+            self._released = (version, released)
+        return self._released[1]
+
+    def _has_key_columns(self) -> bool:
+        return any(c.kind == KEY for t in self.declared.tables.values() for c in t.columns.values())
 
     # --- what other parts read and set ----------------------------------------------------
     @property
@@ -174,8 +192,8 @@ class Session:
         return self.budget_unit.share(epsilon, rho)
 
     def amount(self, share: float) -> Amount:
-        """A share of the ledger's unit, in both units."""
-        return self.budget_unit.amount(share)
+        """A share of the ledger's unit, in both units (ε at the δ key releases left: see `Ledger.capacity`)."""
+        return self.executor.amount(share)
 
     def budget(self) -> BudgetStatus:
         """Total, spent and remaining: the ledger's, or the analyst's own under a profile's limit."""
@@ -194,6 +212,11 @@ class Session:
             self.executor.planning_seconds = value
         elif name == "stderr":
             self.stderr_columns = bool(value)
+        elif name == "key_delta":
+            if not 0 < value < self.ledger.delta:
+                raise ProgrammingError(f"dpsql.key_delta must be above 0 and below the ledger's δ "
+                                       f"({self.ledger.delta:g}), got {value:g}")
+            self.key_delta = value
         else:
             self.objective = str(value)
 
@@ -204,13 +227,16 @@ class Session:
             rows = [(label, a.epsilon, a.delta, a.rho) for label, a in (
                 ("total", status.total), ("spent", status.spent), ("remaining", status.remaining),
                 ("last_charge", self.amount(self.last_charge)))]
+            spent_delta = self.ledger.delta_spent()
+            if spent_delta:  # δ spent by key releases: the total above is what the rest of δ affords
+                rows.append(("key_releases", None, spent_delta, None))
             return Result(["budget", "epsilon", "delta", "rho"], rows, kind="status",
                           types=["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE"])
         values = {"query_epsilon": self.amount(self.query_share).epsilon, "query_rho": self.amount(self.query_share).rho,
                   "max_rmse": self.max_rmse or 0.0, "objective": self.objective,
                   "planning_seconds": "auto" if self.executor.planning_seconds is None
                   else self.executor.planning_seconds,
-                  "stderr": "on" if self.stderr_columns else "off"}
+                  "stderr": "on" if self.stderr_columns else "off", "key_delta": self.key_delta}
         return Result([f"dpsql.{name}"], [(values[name],)], kind="status")
 
     def _sizing(self) -> Sizing:
@@ -310,14 +336,42 @@ class Session:
         if self.protected.reference(sql) is None:
             return self.workspace.run(sql, params)
         compiled = self._compile(sql, params, weight=weight)
+        if compiled.selection is not None:
+            return self._release_keys(compiled, sql, params, weight)
         return self.executor.execute([compiled], sql, self._sizing())[0]
 
-    def _compile(self, sql: str, params=None, label: str = "", weight: float = 1.0) -> CompiledQuery:
+    def _release_keys(self, compiled: CompiledQuery, sql: str, params, weight: float) -> Result:
+        """A query grouped by a key column whose keys are not released: release them by partition selection
+        (the query share, and `key_delta` of δ), charge, then answer the query over them (free)."""
+        if self.max_rmse is not None:
+            raise NotSupportedError("releasing keys is sized by a budget, not by max_rmse: SET dpsql.max_rmse = 0 "
+                                    "first (the counts' error is then shown)")
+        selection = compiled.selection
+        released = self.executor.release_keys(selection, self.query_share, self.key_delta)
+        over = self.catalog.with_keys({(selection.table.name, selection.column): released.keys})
+        answered = self._compile(sql, params, weight=weight, catalog=over)
+        self.executor.charge_keys(released, answered, sql)
+        result = self.executor.execute([self._compile(sql, params, weight=weight)], sql, self._sizing())[0]
+        result.charged = released.cost
+        result.charge_text = self.executor.charge_text(released.cost)
+        tau = released.calibrated.threshold
+        result.notes = [*result.notes, (
+            f"{len(released.keys)} keys of {selection.column} released by partition selection (noisy count above "
+            f"τ = {tau}; δ = {self.key_delta:g} spent): later queries see these keys as the column's domain; "
+            "counts near τ are biased upward (only those that cleared it are shown)")]
+        return result
+
+    def _compile(self, sql: str, params=None, label: str = "", weight: float = 1.0,
+                 catalog: Catalog | None = None) -> CompiledQuery:
         """A statement that names a protected table, compiled as a DP query (or refused), its blocks'
         weights multiplied by `weight`; the outer template is then evaluated once on zeros, so errors
-        there (HAVING, ORDER BY, LIMIT on noisy values) surface before anything is charged."""
+        there (HAVING, ORDER BY, LIMIT on noisy values) surface before anything is charged. A query that
+        must release keys first is checked likewise, over an empty key set. `catalog` (default: the
+        session's) is for compiling over keys about to be released (not cached)."""
         key = (sql, label, weight)
-        if not params and key in self._compiled:
+        current = self.catalog if catalog is None else catalog
+        cached = catalog is None and not params
+        if cached and key in self._compiled:
             self._compiled.move_to_end(key)
             return self._compiled[key]
         protected, tokens = self.protected.scan(sql)
@@ -330,14 +384,19 @@ class Session:
         tree = _substitute(tree, params)
         lookups = PublicTables(self.workspace.prepare(tree), self.protected.names)
         try:
-            compiled = compile_tree(tree, sql, self.catalog, label, lookups)
+            compiled = compile_tree(tree, sql, current, label, lookups)
+            if compiled.selection is not None:
+                s = compiled.selection
+                shape = compile_tree(tree, sql, current.with_keys({(s.table.name, s.column): ()}), label, lookups)
+                assemble(shape, [(np.zeros(shape.rows),) * 2 for _ in shape.aggregates])
         except RecursionError:
             raise ProgrammingError("the query is nested too deeply to compile; simplify its conditions") from None
         for b in compiled.blocks:
             b.weight *= weight
         zeros = np.zeros(compiled.rows)
-        assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
-        if not params:
+        if compiled.selection is None:
+            assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
+        if cached:
             self._compiled[key] = compiled
             if tree.args.get("joins"):
                 self._joins.add(key)
@@ -365,6 +424,10 @@ class Session:
             if self.protected.reference(sql) is None:
                 raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
             compiled.append(self._compile(sql, label=f"q{i}", weight=weight))
+            selection = compiled[-1].selection
+            if selection is not None:
+                why = selection.table.column(selection.column).not_released()
+                raise NotSupportedError(f"workload query {i}: {why}, outside a workload")
         sizing = self._workload_sizing(begin)
         if begin.explain:
             return [self._explain_result(self.executor.plan(compiled, sizing, timed=True))]
@@ -400,6 +463,10 @@ class Session:
         if not params and parse_statement(sql, self.dialect).find(exp.Placeholder):
             return None
         compiled = self._compile(sql, params, weight=weight)
+        if compiled.selection is not None:  # the columns it will have once the keys are released
+            selection = compiled.selection
+            over = self.catalog.with_keys({(selection.table.name, selection.column): ()})
+            compiled = self._compile(sql, params, weight=weight, catalog=over)
         zeros = np.zeros(compiled.rows)
         shape = assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
         shape.rows, shape.stderr = [], []
@@ -411,7 +478,31 @@ class Session:
         if self.protected.reference(sql) is None:
             return self.workspace.run(sql, explain=True)
         compiled = self._compile(sql, weight=weight)
+        if compiled.selection is not None:
+            return self._explain_key_release(compiled.selection)
         return self._explain_result(self.executor.plan([compiled], self._sizing(), timed=True))
+
+    def _explain_key_release(self, selection) -> Result:
+        """EXPLAIN of a query that must release keys first: the partition selection, its threshold and cost."""
+        chosen = self.executor.selection(selection, self.query_share, self.key_delta)
+        sigma = float(chosen.noise.variance) ** 0.5
+        at = [count_released_with(p, chosen.threshold, chosen.noise) for p in (0.05, 0.5, 0.95)]
+        k = selection.table.contribution
+        lines = [
+            f"[{selection.table.name}] Key release: partition selection of {selection.column} (its keys are not "
+            "declared)",
+            f"  each key's count (at most {k} row(s) per privacy unit, over any keys) gets discrete Gaussian noise of "
+            f"std {sigma:.4g}; keys whose noisy count exceeds τ = {chosen.threshold} are released",
+            f"  a key with true count {at[0]} / {at[1]} / {at[2]} is released with probability 5% / 50% / 95%; a key "
+            f"only one unit holds, with probability at most δ = {self.key_delta:g}",
+            "  the released keys become the column's domain, and their noisy counts answer this query (free when "
+            "asked again)",
+        ]
+        remaining = self.ledger.remaining()
+        verdict = "fits in" if self.query_share <= remaining * (1 + 1e-9) else "EXCEEDS"
+        lines.append(f"Total cost {self.amount(self.query_share)} and δ = {self.key_delta:g} for the key release; "
+                     f"{verdict} the remaining budget {self.amount(remaining)}")
+        return Result(["plan"], [(line,) for line in lines], kind="explain", plan="\n".join(lines))
 
     def chart(self, script: str, path: str) -> str:
         """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""

@@ -49,6 +49,12 @@ by adding both. A query given as (ε, δ) spends δ_τ on the threshold and conv
   a grid). P[N(0, σ²) ≥ k − 1] is an upper bound (CKS 2020's tail bound), but the exact sum
   is used instead.
 
+**A total row bound.** dpsql bounds a privacy unit to k rows in total (`max_rows`), over any keys.
+Then m = c = k is valid, but the unit's rows are split among its keys: counts c_i with
+Σ c_i ≤ k. The noise is calibrated to the exact worst case, L1 = k and L2 = k (all rows on one
+key), and δ_τ is the exact worst case of the union bound, max Σ_i P[c_i + Z > τ] over such
+splits (a small knapsack; `_worst_new_key_chance`).
+
 **Exact vs bound.** The tails and release probabilities are exact sums, evaluated in double
 precision. A threshold's defining inequality is tested with a 1e-9 relative margin, on the
 safe side. δ_τ is the union bound m · p, which is above the exact worst case 1 − (1 − p)^m.
@@ -70,7 +76,9 @@ from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.measurement import GAUSSIAN, LAPLACE
 from mechanisms.noise import (
     RandomSource,
+    discrete_gaussian_variance,
     discrete_gaussian_vector,
+    discrete_laplace_variance,
     discrete_laplace_vector,
     gaussian_sigma2_upper,
     laplace_scale_upper,
@@ -81,10 +89,12 @@ __all__ = [
     "DiscreteGaussian",
     "PartitionSelection",
     "seed_threshold",
+    "sensitivities",
     "threshold",
     "laplace_selection",
     "gaussian_selection",
     "release_probability",
+    "count_released_with",
     "select_partitions",
 ]
 
@@ -133,6 +143,11 @@ class DiscreteLaplace:
             return math.log1p(-math.exp(self.log_tail(1 - k)))
         return -float(k / self.scale) - self._log_one_plus_q
 
+    @property
+    def variance(self) -> float:
+        """The exact variance of one draw."""
+        return discrete_laplace_variance(self.scale)
+
     def first_guess(self, log_p: float) -> int:
         """The closed form ⌈−scale (log_p + ln(1 + q))⌉ for the smallest k with P[Z ≥ k] ≤ e^{log_p}."""
         return max(1, math.ceil(-float(self.scale) * (log_p + self._log_one_plus_q)))
@@ -179,6 +194,11 @@ class DiscreteGaussian:
         rest = np.exp(-j * (2.0 * k + j) / (2 * s2)).sum()
         return -(k * k) / (2 * s2) + math.log(rest) - self._log_normalizer
 
+    @property
+    def variance(self) -> float:
+        """The exact variance of one draw."""
+        return discrete_gaussian_variance(self.sigma2)
+
     def first_guess(self, log_p: float) -> int:
         """The continuous normal quantile σ z_{1−p}, rounded up (the search then walks to the exact answer)."""
         return max(1, math.ceil(-math.sqrt(self.sigma2) * NormalDist().inv_cdf(math.exp(log_p))))
@@ -201,11 +221,49 @@ def _smallest_exceedance(noise: Noise, log_p: float) -> int:
     return k
 
 
-def threshold(noise: Noise, delta: float, max_keys: int = 1, max_per_key: int = 1) -> int:
-    """The smallest integer τ with max_keys · P[max_per_key + Z > τ] ≤ delta: new keys appear w.p. ≤ delta."""
+def threshold(noise: Noise, delta: float, max_keys: int = 1, max_per_key: int = 1, max_rows: int | None = None) -> int:
+    """The smallest integer τ with which one unit's new keys appear w.p. ≤ delta (union bound).
+
+    Without `max_rows`: max_keys · P[max_per_key + Z > τ] ≤ delta. With it (each unit's rows add up
+    to at most max_rows), the worst split of the rows among keys is taken exactly."""
     _check_bounds(delta, max_keys, max_per_key)
     log_p = math.log(delta) - math.log(max_keys) - _LOG_MARGIN
-    return max_per_key - 1 + _smallest_exceedance(noise, log_p)
+    tau = max_per_key - 1 + _smallest_exceedance(noise, log_p)
+    if max_rows is None or max_rows >= max_keys * max_per_key:
+        return tau
+    target = math.log(delta) - _LOG_MARGIN
+    while tau > 0 and _worst_new_key_chance(noise, tau - 1, max_keys, max_per_key, max_rows) <= target:
+        tau -= 1
+    return tau
+
+
+# Splits are searched exactly up to this many (keys x rows x rows-per-key) steps; beyond, the union bound is used.
+_EXACT_SPLIT_WORK = 10_000_000
+
+
+def _worst_new_key_chance(noise: Noise, tau: int, max_keys: int, max_per_key: int, max_rows: int) -> float:
+    """log max Σ_i P[c_i + Z > τ] over at most max_keys counts 1 ≤ c_i ≤ max_per_key with Σ c_i ≤ max_rows.
+
+    A knapsack over the rows: f(c) = P[Z ≥ τ + 1 − c] grows with c, so the best split uses every row.
+    Searched exactly (by keys used, unless every split fits in max_keys keys); past `_EXACT_SPLIT_WORK`
+    the union bound max_keys · f(max_per_key), which is larger.
+    """
+    c_max = min(max_per_key, max_rows)
+    chance = [0.0] + [math.exp(noise.log_tail(tau + 1 - c)) for c in range(1, c_max + 1)]
+    if max_keys >= max_rows and max_rows * c_max <= _EXACT_SPLIT_WORK:
+        best = [0.0] * (max_rows + 1)  # best[s]: the largest sum over splits of s rows (keys never run out)
+        for s in range(1, max_rows + 1):
+            best[s] = max(chance[c] + best[s - c] for c in range(1, min(c_max, s) + 1))
+        total = best[max_rows]
+    elif max_keys * max_rows * c_max <= _EXACT_SPLIT_WORK:
+        best = [0.0] * (max_rows + 1)  # after j rounds: the largest sum over at most j keys
+        for _ in range(max_keys):
+            best = [max([best[s]] + [chance[c] + best[s - c] for c in range(1, min(c_max, s) + 1)])
+                    for s in range(max_rows + 1)]
+        total = best[max_rows]
+    else:
+        total = max_keys * chance[c_max]
+    return math.log(total) if total > 0 else -math.inf
 
 
 def seed_threshold(epsilon: float, delta: float, max_keys: int = 1) -> tuple[float, float]:
@@ -221,6 +279,13 @@ def seed_threshold(epsilon: float, delta: float, max_keys: int = 1) -> tuple[flo
     return b, max(b * (math.log(math.exp(epsilon / 2) + max_keys - 1) - math.log(delta)), 1.0)
 
 
+def sensitivities(max_keys: int, max_per_key: int, max_rows: int | None = None) -> tuple[int, int]:
+    """(L1, L2²) of one unit's key counts: at most max_keys keys, max_per_key rows each, max_rows in all."""
+    rows = max_keys * max_per_key if max_rows is None else min(max_rows, max_keys * max_per_key)
+    full, rest = divmod(rows, max_per_key)  # the largest Σ c_i²: fill keys to max_per_key, then the rest
+    return rows, full * max_per_key**2 + rest**2
+
+
 @dataclass(frozen=True)
 class PartitionSelection:
     """A calibrated selection: the noise, the threshold τ, and the bounds it was calibrated for.
@@ -233,13 +298,15 @@ class PartitionSelection:
     delta: float
     max_keys: int
     max_per_key: int
+    max_rows: int | None = None
 
     @property
     def cost(self) -> float:
-        """ε of the noisy counts (Laplace: m c / b, pure) or ρ (Gaussian: m c² / (2σ²)), besides δ_τ."""
+        """ε of the noisy counts (Laplace: L1 / b, pure) or ρ (Gaussian: L2² / (2σ²)), besides δ_τ."""
+        l1, l2_squared = sensitivities(self.max_keys, self.max_per_key, self.max_rows)
         if self.noise.kind == LAPLACE:
-            return float(self.max_keys * self.max_per_key / self.noise.scale)
-        return float(Fraction(self.max_keys * self.max_per_key**2, 2) / self.noise.sigma2)
+            return float(l1 / self.noise.scale)
+        return float(Fraction(l2_squared, 2) / self.noise.sigma2)
 
     def epsilon_delta(self, delta_noise: float = 0.0) -> tuple[float, float]:
         """The whole release's (ε, δ): (cost, δ_τ + delta_noise) for Laplace, and
@@ -248,23 +315,30 @@ class PartitionSelection:
         return epsilon, self.delta + delta_noise
 
 
-def laplace_selection(epsilon: float, delta: float, max_keys: int = 1, max_per_key: int = 1) -> PartitionSelection:
-    """Discrete Laplace with b = m c / ε (rounded up) and its threshold: (ε, δ)-DP in total."""
+def laplace_selection(epsilon: float, delta: float, max_keys: int = 1, max_per_key: int = 1,
+                      max_rows: int | None = None) -> PartitionSelection:
+    """Discrete Laplace with b = L1 / ε (rounded up; L1 = m c, or max_rows) and its threshold: (ε, δ)-DP in total."""
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon}")
-    noise = DiscreteLaplace(laplace_scale_upper(max_keys * max_per_key / epsilon))
-    return PartitionSelection(noise, threshold(noise, delta, max_keys, max_per_key), delta, max_keys, max_per_key)
+    l1, _ = sensitivities(max_keys, max_per_key, max_rows)
+    noise = DiscreteLaplace(laplace_scale_upper(l1 / epsilon))
+    return PartitionSelection(noise, threshold(noise, delta, max_keys, max_per_key, max_rows), delta, max_keys,
+                              max_per_key, max_rows)
 
 
-def gaussian_selection(rho: float, delta: float, max_keys: int = 1, max_per_key: int = 1) -> PartitionSelection:
-    """Discrete Gaussian with σ² = m c² / (2ρ) (rounded up) and its threshold for δ_τ = delta.
+def gaussian_selection(rho: float, delta: float, max_keys: int = 1, max_per_key: int = 1,
+                       max_rows: int | None = None) -> PartitionSelection:
+    """Discrete Gaussian with σ² = L2² / (2ρ) (rounded up; L2² = m c², less under max_rows) and its
+    threshold for δ_τ = delta.
 
     The whole release is δ-approximately ρ-zCDP; (ε, δ + δ_N)-DP with ε = ε(ρ, δ_N).
     """
     if not rho > 0:
         raise ValueError(f"rho must be > 0, got {rho}")
-    noise = DiscreteGaussian(gaussian_sigma2_upper(max_keys * max_per_key**2 / (2 * rho)))
-    return PartitionSelection(noise, threshold(noise, delta, max_keys, max_per_key), delta, max_keys, max_per_key)
+    _, l2_squared = sensitivities(max_keys, max_per_key, max_rows)
+    noise = DiscreteGaussian(gaussian_sigma2_upper(l2_squared / (2 * rho)))
+    return PartitionSelection(noise, threshold(noise, delta, max_keys, max_per_key, max_rows), delta, max_keys,
+                              max_per_key, max_rows)
 
 
 def release_probability(count: int, threshold: int, noise: Noise) -> float:
@@ -272,6 +346,22 @@ def release_probability(count: int, threshold: int, noise: Noise) -> float:
     if count < 1:
         raise ValueError(f"a key in the data has count >= 1, got {count}")
     return math.exp(noise.log_tail(int(threshold) + 1 - int(count)))
+
+
+def count_released_with(probability: float, threshold: int, noise: Noise) -> int:
+    """The least true count whose key is released with at least this probability (0 < probability < 1)."""
+    if not 0 < probability < 1:
+        raise ValueError(f"probability must be in (0, 1), got {probability}")
+    low, high = 1, max(int(threshold) + 2, 2)
+    while release_probability(high, threshold, noise) < probability:
+        high *= 2
+    while low < high:  # the release probability grows with the count
+        middle = (low + high) // 2
+        if release_probability(middle, threshold, noise) >= probability:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def select_partitions(

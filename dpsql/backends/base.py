@@ -25,7 +25,7 @@ from typing import Callable, Protocol
 import numpy as np
 import sqlglot
 
-from dpsql.catalog import CATEGORICAL, Column, Table, quote_identifier, quote_string
+from dpsql.catalog import CATEGORICAL, KEY, Column, Table, quote_identifier, quote_string
 from dpsql.errors import OperationalError, ProgrammingError
 
 Clique = tuple[str, ...]
@@ -47,6 +47,11 @@ class Backend(Protocol):
 
     def dropped_rows(self, table: Table, cap: int) -> int:
         """Σ over privacy units of min(rows beyond the bound, cap): what bounding drops, capped."""
+
+    def key_counts(self, table: Table, column: str, clique: tuple[str, ...], key: str | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Exact counts of the bounded rows per key of key column `column` and cell of `clique`:
+        (keys as strings, flat cell indices in clique order, counts); rows with a NULL key are left out."""
 
     def interrupt(self) -> None:
         """Stop a running scan (called from another thread); may do nothing."""
@@ -80,8 +85,8 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
 
     Without a privacy unit: the rows that fit the catalog. With one: of those, the rows
     with a unit, at most k per unit, the first k by SHA-256 of (secret key, unit, the bins
-    of every declared column). Rows of a unit with equal bins are interchangeable in every
-    marginal, so the kept histogram is the same on every scan and engine. The choice depends
+    of every declared column, a key column's raw key: `Column.rank_sql`). Rows of a unit with equal
+    bins are interchangeable in every marginal, so the kept histogram is the same on every scan and engine. The choice depends
     on the unit's own rows only, so one unit changes any histogram by at most k rows.
     """
     if table.unit is None:
@@ -89,7 +94,7 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     if not key:
         raise ProgrammingError(f"measuring {table.name!r} needs the ledger's bounding key (it has a privacy unit)")
     parts = [quote_string(key), f"CAST({_UNIT} AS VARCHAR)"]
-    parts += [f"CAST({c.bin_sql()} AS VARCHAR)" for c in table.columns.values()]
+    parts += [f"CAST({c.rank_sql()} AS VARCHAR)" for c in table.columns.values()]
     ranked = (
         f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY SHA256(CONCAT_WS('|', {', '.join(parts)}))) "
         f"AS {_RANK} FROM ({unit_rows_sql(table, relation)}) AS u WHERE {_UNIT} IS NOT NULL"
@@ -115,10 +120,11 @@ def _grouped_raw(column: Column) -> bool:
 
     Rows of a categorical without `other` hold only declared values (or NULL), so
     grouping the raw strings gives at most `size` groups, one per bin, and the string
-    CASE runs on those groups instead of on every row. Other columns are binned per
+    CASE runs on those groups instead of on every row; a key column's long CASE over its
+    released keys likewise runs once per distinct key. Other columns are binned per
     row (cheap arithmetic; their raw values are unbounded).
     """
-    return column.kind == CATEGORICAL and column.other is None
+    return (column.kind == CATEGORICAL and column.other is None) or column.kind == KEY
 
 
 def marginal_sql(
@@ -156,6 +162,16 @@ def marginal_sql(
     )
     binned = ", ".join(f"{c.bin_sql(k) if _grouped_raw(c) else k} AS {b}" for c, k, b in zip(used, keys, names))
     return f"SELECT {binned}, g, n FROM ({counted})", names
+
+
+def key_counts_sql(table: Table, column: str, clique: tuple[str, ...], key: str | None = None,
+                   relation: Relation = quote_identifier) -> str:
+    """Counts of the bounded rows per (key, bins of `clique`), as columns `k` (VARCHAR), `b0`… and `n`."""
+    source = bounded_source(table, key, relation)
+    bins = [f"{table.columns[a].bin_sql()} AS b{i}" for i, a in enumerate(clique)]
+    keys = ["k", *(f"b{i}" for i in range(len(clique)))]
+    return (f"SELECT {', '.join(keys)}, COUNT(*) AS n FROM (SELECT CAST({quote_identifier(column)} AS VARCHAR) AS k"
+            f"{''.join(', ' + b for b in bins)} FROM {source}) AS keyed WHERE k IS NOT NULL GROUP BY {', '.join(keys)}")
 
 
 def decode_marginals(
@@ -208,6 +224,17 @@ class SQLBackend:
         result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
         return decode_marginals(table, cliques, names, result)
 
+    def key_counts(self, table: Table, column: str, clique: tuple[str, ...], key: str | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self.check(table, key)
+        names = [f"b{i}" for i in range(len(clique))]
+        result = self._run(key_counts_sql(table, column, clique, key, self.relation), ["k", *names, "n"],
+                           f"counting the keys of {table.name}.{column}", key)
+        shape = tuple(table.domain.size_of(a) for a in clique)
+        cells = (np.ravel_multi_index(tuple(np.asarray(result[b], dtype=np.int64) for b in names), shape)
+                 if clique else np.zeros(len(result["n"]), dtype=np.int64))
+        return np.asarray(result["k"], dtype=object), cells, np.asarray(result["n"], dtype=np.int64)
+
     def dropped_rows(self, table: Table, cap: int) -> int:
         self.check(table, "")
         sql = dropped_rows_sql(table, cap, self.relation)
@@ -219,7 +246,7 @@ class SQLBackend:
         (and that binding them works); its failure is about the schema, so its message is shown."""
         if (table.name.lower(), table.signature()) in self._checked:
             return
-        sql, _ = marginal_sql(table, [tuple(table.columns)], key or "-", self.relation)
+        sql, _ = marginal_sql(table, [tuple(table.domain.attributes)], key or "-", self.relation)
         if self.dialect != "duckdb":
             sql = sqlglot.transpile(sql, read="duckdb", write=self.dialect)[0]
         try:
@@ -252,5 +279,6 @@ class SQLBackend:
         return -1.0
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
-        """Run `sql` in the engine; each named result column as an integer array (NULL: any value)."""
+        """Run `sql` in the engine; each named result column as an integer array (NULL: any value), a text
+        column as an array of strings."""
         raise NotImplementedError

@@ -53,4 +53,9 @@ class SparkBackend(SQLBackend):
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
         rows = self.spark.sql(sql).collect()
-        return {c: np.fromiter((r[c] or 0 for r in rows), dtype=np.int64, count=len(rows)) for c in columns}
+        out = {}
+        for c in columns:
+            values = [r[c] for r in rows]
+            text = any(isinstance(v, str) for v in values)
+            out[c] = np.asarray(values, dtype=object) if text else np.asarray([v or 0 for v in values], dtype=np.int64)
+        return out

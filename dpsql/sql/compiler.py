@@ -12,6 +12,10 @@ rest of the statement becomes a *template*: the same SELECT rewritten to read
 the noisy per-group answers from a small relation, so DuckDB evaluates the
 projections, HAVING, ORDER BY and LIMIT on noisy values only.
 
+A COUNT(*) grouped by a key column whose keys are not released yet compiles to a
+`KeySelection` instead (`CompiledQuery.selection`): the executor releases the keys by
+partition selection, and the query is then compiled again over them.
+
 Everything else is refused with a ProgrammingError that names the construct.
 """
 
@@ -26,7 +30,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dpsql.catalog import CATEGORICAL, Catalog, Column, Table
+from dpsql.catalog import CATEGORICAL, KEY, Catalog, Column, Table
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, literal_value
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
@@ -89,9 +93,25 @@ class Aggregate:
             return np.where(count >= least, self.center + centered_sum / count, np.nan)
 
 
+@dataclass(frozen=True)
+class KeySelection:
+    """COUNT(*) per key of an unreleased key column, over the rows meeting `where` (a 0/1 indicator over
+    the cells of `clique`, declared columns): what partition selection measures."""
+
+    table: Table
+    column: str
+    clique: tuple[str, ...]
+    where: np.ndarray  # flat over the clique's cells (clique order); a scalar 1 for no WHERE
+
+    def passes(self, cells: np.ndarray) -> np.ndarray:
+        """Whether each cell (flat index over the clique) meets the WHERE."""
+        return self.where.reshape(-1)[cells] != 0 if self.clique else np.ones(len(cells), dtype=bool)
+
+
 @dataclass
 class CompiledQuery:
-    """The blocks of one DP query and how to build its result from their answers."""
+    """The blocks of one DP query and how to build its result from their answers (or, for a query that must
+    first release keys, the `selection` and no blocks)."""
 
     sql: str
     table: Table
@@ -100,6 +120,7 @@ class CompiledQuery:
     template: exp.Select  # reads RESULT_RELATION
     output_names: list[str]
     output_aggregate: list[int | None]  # per output column: index of a bare aggregate
+    selection: KeySelection | None = None
     blocks: list[Block] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -180,6 +201,9 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         if joined is not None:  # an INNER join keeps the rows whose value finds a public row
             where = where.and_(joined)
     select_items = list(tree.expressions)
+    selection = _key_selection(tree, select_items, compiler, where, lookups)
+    if selection is not None:
+        return CompiledQuery(sql, table, [], [], tree, [], [], selection)
     groups = _group_by(tree, select_items, compiler)
     layout = group_layout(groups, table.domain)
 
@@ -348,13 +372,46 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
             )
         column = compiler.resolve(target)
         if all(k.source != _source(column) for k in out):
-            key = (
-                column.group_key(f"__lookup_{len(out)}")
-                if hasattr(column, "group_key")
-                else GroupKey(column.name, column.name, column.labels(), None, _source(column))
-            )
+            if hasattr(column, "group_key"):
+                key = column.group_key(f"__lookup_{len(out)}")
+            elif column.kind == KEY:  # one group per released key; the other keys are in none
+                released = len(column.values)
+                key = GroupKey(column.name, column.name, list(column.values),
+                               np.r_[np.arange(released), -1], _source(column))
+            else:
+                key = GroupKey(column.name, column.name, column.labels(), None, _source(column))
             out.append(key)
     return out
+
+
+def _key_selection(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler, where: Condition,
+                   lookups) -> KeySelection | None:
+    """The partition selection a query asks for, if it groups by a key column whose keys are not released:
+    COUNT(*) (or COUNT of a constant) per key, nothing else, over the rows its WHERE keeps."""
+    group = tree.args.get("group")
+    unreleased = {c.name.lower(): c for c in compiler.table.columns.values() if c.is_open}
+    named = [g for g in (group.expressions if group and unreleased else []) if isinstance(g, exp.Column)]
+    column = next((unreleased[g.name.lower()] for g in named if g.name.lower() in unreleased and (
+        not g.table or g.table.lower() in {compiler.table.name.lower(), (compiler.alias or "").lower()})), None)
+    if column is None:
+        return None
+    if len(group.expressions) != 1 or lookups:
+        raise NotSupportedError(f"{column.not_released()}; until then it can only be grouped by alone, without joins")
+    for item in items:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(inner, exp.Column) and compiler.resolve(inner) is column:
+            continue
+        count = inner.this if isinstance(inner, exp.Count) else None
+        if not isinstance(inner, exp.Count) or not (count is None or isinstance(count, exp.Star) or
+                                                     (isinstance(count, exp.Literal) and not count.is_string)):
+            raise NotSupportedError(f"{column.not_released()}; until then a query grouped by it can select only "
+                                    f"the key and COUNT(*), not {inner.sql()!r}")
+    table = compiler.table
+    clique = table.domain.canonical(where.true.attributes())
+    indicator = where.true.dense(clique, table.domain) if clique else np.ones(1)
+    if not np.all((indicator == 0) | (indicator == 1)):
+        raise NotSupportedError("the WHERE of a key release must keep or drop whole rows (no weights)")
+    return KeySelection(table, column.name, clique, indicator)
 
 
 def _is_aggregate_node(node: exp.Expression) -> bool:

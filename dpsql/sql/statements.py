@@ -10,8 +10,9 @@ Besides SQL, a script may contain:
 - ``EXPLAIN <query>`` and ``EXPLAIN BEGIN WORKLOAD ...`` — show the plan, spend nothing;
 - ``SET dpsql.<setting> = value`` — ``query_epsilon`` / ``query_rho`` (what a new
   query spends), ``max_rmse`` (size new queries by accuracy instead; 0 turns it
-  off), ``objective``, ``planning_seconds`` (the planning time budget; 0: none) and
-  ``stderr`` (``on``: each DP column is followed by a ``<column>_stderr`` column);
+  off), ``objective``, ``planning_seconds`` (the planning time budget; 0: none),
+  ``stderr`` (``on``: each DP column is followed by a ``<column>_stderr`` column) and
+  ``key_delta`` (the δ a release of keys by partition selection spends);
 - ``SHOW dpsql.budget`` — total, spent and remaining budget (ε, δ and ρ) and the last
   statement's charge; ``SHOW dpsql.<setting>`` — a setting's value;
 - a hint ``/*+ WEIGHT(w) */`` in a query gives its errors weight w in the plan.
@@ -115,7 +116,7 @@ _END = re.compile(r"^END\s+WORKLOAD\s*$", re.I)
 _SET = re.compile(r"^SET\s+(?:SESSION\s+)?dpsql\.(\w+)\s*(?:=|TO)\s*(.+?)\s*$", re.I | re.S)
 _SHOW = re.compile(r"^SHOW\s+dpsql\.(\w+)\s*$", re.I)
 _EXPLAIN = re.compile(r"^EXPLAIN\s+(.*)$", re.I | re.S)
-_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds", "stderr"}
+_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds", "stderr", "key_delta"}
 SHOWABLE = _OPTIONS | {"budget"}
 _SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 OBJECTIVE_NAMES = ("total", "max")
@@ -143,6 +144,8 @@ def classify(statement: str) -> Statement:
             return SetOption(name, _switch(m.group(2), f"dpsql.{name}"))
         if name in ("max_rmse", "planning_seconds") and m.group(2).strip().strip("'").lower() in ("0", "off", "none"):
             return SetOption(name, 0.0)
+        if name == "key_delta":
+            return SetOption(name, checked("delta", m.group(2), f"dpsql.{name}"))
         return SetOption(name, checked(name.removeprefix("query_"), m.group(2), f"dpsql.{name}"))
     m = _SHOW.match(text)
     if m:

@@ -1,0 +1,193 @@
+"""Key columns: GROUP BY keys nobody declared, released by DP partition selection.
+
+A key column has no domain until a query grouped by it releases the keys whose noisy count
+clears τ; the key set is charged (ρ and δ_τ), recorded in the ledger and is the column's
+domain from then on, for every connection of the ledger.
+"""
+
+import math
+
+import duckdb
+import numpy as np
+import pytest
+
+import dpsql
+from dpsql.catalog import Catalog, CatalogError
+from dpsql.errors import BudgetExceededError, NotSupportedError, ProgrammingError
+from dpsql.ledger import Ledger
+from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
+from mechanisms.partition_selection import _worst_new_key_chance, gaussian_selection
+
+CATALOG = """
+[tables.visits]
+privacy_unit = "user_id"
+max_rows_per_unit = 2
+[tables.visits.columns]
+url = { type = "key" }
+age = { type = "integer", min = 0, max = 9 }
+"""
+# Frequent keys (thousands of rows, far above τ) and rare ones (one unit each, far below).
+FREQUENT = {"/home": 6000, "/cart": 4000, "/help": 3000}
+RARE = [f"/secret/{i}" for i in range(50)]
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("keys") / "visits.duckdb")
+    rows, user = [], 0
+    for url, n in FREQUENT.items():
+        for i in range(n):
+            rows.append((user, url, i % 10))
+            user += 1
+    for url in RARE:
+        rows.append((user, url, 3))
+        user += 1
+    con = duckdb.connect(path)
+    con.execute("CREATE TABLE visits (user_id INTEGER, url VARCHAR, age INTEGER)")
+    con.executemany("INSERT INTO visits VALUES (?, ?, ?)", rows)
+    con.close()
+    return path
+
+
+def _connect(database, tmp_path, **kwargs):
+    options = {"epsilon": 1.0, "delta": 1e-6, "query_epsilon": 0.5, "seed": 7, **kwargs}
+    return dpsql.connect(database, catalog=CATALOG, state=str(tmp_path / "ledger.duckdb"), **options)
+
+
+def _rows(cur, sql):
+    cur.execute(sql)
+    return cur.fetchall()
+
+
+def test_a_key_column_is_declared_without_values_and_has_no_domain_until_released():
+    table = Catalog.from_toml(CATALOG).get("visits")
+    assert table.column("url").is_open and table.domain.attributes == ("age",)
+    released = table.with_keys({"url": ("/a", "/b")})
+    assert released.domain.size_of("url") == 3  # the released keys and every other key
+    assert released.signature() == table.signature()  # measurements stay valid after the release
+    with pytest.raises(CatalogError, match="unknown keys"):
+        Catalog.from_toml('[tables.t.columns]\nk = { type = "key", values = ["a"] }')
+
+
+def test_group_by_a_key_column_releases_the_frequent_keys_and_charges_rho_and_delta(database, tmp_path):
+    conn = _connect(database, tmp_path)
+    cur = conn.cursor()
+    released = dict(_rows(cur, "SELECT url, COUNT(*) AS n FROM visits GROUP BY url"))
+    assert set(released) == set(FREQUENT)  # no key held by one unit shows
+    for url, n in FREQUENT.items():
+        assert abs(released[url] - n) < 6 * math.sqrt(2**2 / (2 * conn.session.query_share))
+    ledger = conn.session.ledger
+    assert ledger.key_sets() == {("visits", "url"): tuple(sorted(FREQUENT))}
+    assert ledger.delta_spent() == pytest.approx(1e-7)
+    assert ledger.verify() == []
+    spent = ledger.spent()
+    # Asked again (another order, a top-k), and by a new connection: free, the same counts.
+    top = _rows(cur, "SELECT url, COUNT(*) AS n FROM visits GROUP BY url ORDER BY n DESC LIMIT 2")
+    assert [u for u, _ in top] == ["/home", "/cart"] and dict(top)["/home"] == released["/home"]
+    other = _connect(database, tmp_path).cursor()
+    assert dict(_rows(other, "SELECT url, COUNT(*) FROM visits GROUP BY url")) == released
+    assert ledger.spent() == spent
+
+
+def test_released_keys_are_a_domain_for_later_queries(database, tmp_path):
+    cur = _connect(database, tmp_path).cursor()
+    cur.execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    rows = _rows(cur, "SELECT url, AVG(age) AS a FROM visits WHERE url <> '/help' GROUP BY url")
+    assert [u for u, _ in rows] == sorted(FREQUENT)  # one row per released key, never the other keys
+    assert abs(dict(rows)["/home"] - 4.5) < 1.0
+    with pytest.raises(dpsql.Error, match="not a released key"):
+        cur.execute("SELECT COUNT(*) FROM visits WHERE url = '/secret/1'")
+
+
+def test_misuse_of_an_unreleased_key_column_spends_nothing(database, tmp_path):
+    conn = _connect(database, tmp_path)
+    cur = conn.cursor()
+    for sql, message in [
+        ("SELECT url, AVG(age) FROM visits GROUP BY url", "not been released"),
+        ("SELECT url, age, COUNT(*) FROM visits GROUP BY url, age", "grouped by alone"),
+        ("SELECT COUNT(*) FROM visits WHERE url = '/home'", "not been released"),
+        ("BEGIN WORKLOAD; SELECT url, COUNT(*) FROM visits GROUP BY url; END WORKLOAD", "outside a workload"),
+    ]:
+        with pytest.raises(dpsql.Error, match=message):
+            cur.execute(sql)
+    assert conn.session.ledger.spent() == 0 and conn.session.ledger.key_sets() == {}
+
+
+def test_explain_shows_the_threshold_and_spends_nothing(database, tmp_path):
+    conn = _connect(database, tmp_path)
+    plan = "\n".join(r[0] for r in _rows(conn.cursor(), "EXPLAIN SELECT url, COUNT(*) FROM visits GROUP BY url"))
+    chosen = gaussian_selection(conn.session.query_share, 1e-7, 2, 2, 2)
+    assert f"τ = {chosen.threshold}" in plan and "probability 5% / 50% / 95%" in plan
+    assert conn.session.ledger.spent() == 0
+
+
+def test_a_where_selects_the_rows_whose_keys_are_counted(database, tmp_path):
+    cur = _connect(database, tmp_path).cursor()
+    released = dict(_rows(cur, "SELECT url, COUNT(*) FROM visits WHERE age < 5 GROUP BY url"))
+    assert set(released) == set(FREQUENT)
+    assert abs(released["/home"] - 3000) < 60
+
+
+def test_the_threshold_holds_the_chance_of_a_unit_s_own_keys_under_delta():
+    # With a total of k rows per unit, the worst split is found exactly: brute force agrees.
+    chosen = gaussian_selection(0.05, 1e-6, max_keys=4, max_per_key=4, max_rows=4)
+    splits = [[4], [3, 1], [2, 2], [2, 1, 1], [1, 1, 1, 1]]
+    def chance(tau):
+        return max(sum(math.exp(chosen.noise.log_tail(tau + 1 - c)) for c in split) for split in splits)
+    assert chance(chosen.threshold) <= 1e-6 < chance(chosen.threshold - 1)
+    assert math.exp(_worst_new_key_chance(chosen.noise, chosen.threshold, 4, 4, 4)) == pytest.approx(
+        chance(chosen.threshold))
+    assert float(chosen.noise.sigma2) >= 4**2 / (2 * 0.05)  # L2 sensitivity k, not k^1.5
+
+
+def test_the_ledger_s_capacity_keeps_the_declared_epsilon_when_delta_is_spent(tmp_path):
+    ledger = Ledger(str(tmp_path / "l.duckdb"), "gaussian", epsilon_delta_to_zcdp(1.0, 1e-6), 1e-6)
+    capacity = ledger.capacity(3e-7)
+    assert capacity < ledger.total
+    assert zcdp_to_epsilon(capacity, 1e-6 - 3e-7) == pytest.approx(zcdp_to_epsilon(ledger.total, 1e-6), rel=1e-9)
+    assert ledger.capacity(0.0) == ledger.total and ledger.capacity(1e-6) == 0.0
+
+
+def test_a_pure_epsilon_ledger_refuses_to_release_keys(database, tmp_path):
+    conn = _connect(database, tmp_path, delta=0)
+    with pytest.raises(NotSupportedError, match="pure ε-DP"):
+        conn.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    assert conn.session.ledger.spent() == 0
+
+
+def test_a_release_that_does_not_fit_is_refused_before_the_scan(database, tmp_path):
+    conn = _connect(database, tmp_path, query_epsilon=5.0)
+    with pytest.raises(BudgetExceededError):
+        conn.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    assert conn.session.ledger.key_sets() == {}
+
+
+def test_show_budget_and_key_delta(database, tmp_path):
+    conn = _connect(database, tmp_path)
+    cur = conn.cursor()
+    cur.execute("SET dpsql.key_delta = 2e-7")
+    cur.execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    budget = {r[0]: r[1:] for r in _rows(cur, "SHOW dpsql.budget")}
+    assert budget["key_releases"][1] == pytest.approx(2e-7)
+    assert budget["total"][0] == pytest.approx(1.0, rel=1e-6)  # ε at the δ left: what was declared
+    assert budget["total"][1] == pytest.approx(8e-7)
+    with pytest.raises(ProgrammingError, match="below the ledger"):
+        cur.execute("SET dpsql.key_delta = 1e-5")
+
+
+def test_a_tampered_key_set_breaks_the_chain(database, tmp_path):
+    conn = _connect(database, tmp_path)
+    conn.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    conn.close()
+    con = duckdb.connect(str(tmp_path / "ledger.duckdb"))
+    con.execute("UPDATE dpsql_key_sets SET keys = list_append(keys, '/secret/1')")
+    con.close()
+    problems = Ledger.existing(str(tmp_path / "ledger.duckdb")).verify()
+    assert any("altered" in p for p in problems)
+
+
+def test_describe_gives_the_columns_before_the_keys_exist(database, tmp_path):
+    conn = _connect(database, tmp_path)
+    shape = conn.session.describe("SELECT url, COUNT(*) AS n FROM visits GROUP BY url")
+    assert shape.columns == ["url", "n"] and conn.session.ledger.spent() == 0
+    assert np.isfinite(conn.session.query_share)
