@@ -40,6 +40,7 @@ value can only make plans worse, never release anything.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -484,11 +485,14 @@ class Table:
     unit_link: Hop | None = None
     max_rows_per_unit: int | None = None
     public_rows: int | None = None  # the size, declared public by the data owner (planning input only)
+    # A table of distinct (unit, cell) pairs of `units_of`'s rows meeting `units_where` (`distinct_units`).
+    units_of: "Table | None" = None
+    units_where: str = "TRUE"
     domain: Domain = field(init=False)
     _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.columns:
+        if not self.columns and self.units_of is None:
             raise CatalogError(f"table {self.name!r} declares no columns")
         if self.unit_column is not None and self.unit_link is not None:
             raise CatalogError(f"table {self.name!r}: declare the privacy unit as a column or a foreign key, not both")
@@ -549,12 +553,28 @@ class Table:
     @property
     def contribution(self) -> int:
         """The most rows one privacy unit contributes: every sensitivity is multiplied by it."""
+        if self.units_of is not None:  # one pair per cell a unit's (at most k) rows fall in
+            return min(self.units_of.contribution, math.prod(c.size for c in self.columns.values()))
         return 1 if self.unit is None else self.unit.bound
 
     def signature(self) -> str:
         """Identifies the declaration: measurements are only reused under the same one."""
+        if self.units_of is not None:
+            return f"{self.units_of.signature()}; distinct units by {list(self.columns)} where {self.units_where}"
         columns = repr([(c.name, c.declaration()) for c in self.columns.values()])
         return columns if self.unit is None else f"{columns}; {self.unit.describe()}"
+
+    def distinct_units(self, group: tuple[str, ...], where_sql: str) -> "Table":
+        """The table of distinct (privacy unit, cell of `group`) pairs among the bounded rows meeting
+        `where_sql` (SQL over this table's columns): COUNT(*) over it by `group` is COUNT(DISTINCT unit).
+
+        Its counts are linear (its marginals are counts of pairs), and a unit adds at most
+        min(k, cells) pairs, one per cell: its `contribution`. Without a GROUP BY that is 1."""
+        if self.unit is None or self.unit.path:
+            raise CatalogError(f"table {self.name!r} has no privacy unit column of its own to count")
+        digest = hashlib.sha256(f"{group}|{where_sql}".encode()).hexdigest()[:8]
+        return Table(f"{self.name}:distinct {self.unit.column}:{digest}", {g: self.columns[g] for g in group}, units_of=self,
+                     units_where=where_sql)
 
 
 class Catalog:

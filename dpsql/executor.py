@@ -146,7 +146,8 @@ class Executor:
 
     def bounding_key(self, table: Table) -> str | None:
         """The ledger's secret bounding key for a table with a privacy unit (None: row-level table)."""
-        return None if table.unit is None else self.ledger.bounding_key()
+        base = table.units_of or table  # a table of distinct units bounds its base table's rows
+        return None if base.unit is None else self.ledger.bounding_key()
 
     def rows(self, table: Table) -> float | None:
         """The table's size as declared public, or as already released (free: post-processing); else None.

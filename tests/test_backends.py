@@ -176,6 +176,25 @@ def test_same_seed_gives_the_same_answers_on_both_backends(files, request, tmp_p
     assert answers["duckdb"] == answers["spark"]
 
 
+def test_key_counts_and_distinct_units_agree_on_both_backends(files, request):
+    """The partition-selection scan (keys as text) and the distinct-unit pairs give the same exact counts."""
+    spec = PEOPLE_CATALOG_TOML.replace("[tables.people]", '[tables.people]\nprivacy_unit = "age"\nmax_rows_per_unit = 50')
+    spec = spec.replace('race           = { type = "categorical", values = ["White", "Black", "Asian", "Native", "Other"] }',
+                        'race           = { type = "key" }')
+    table = Catalog.from_toml(spec).get("people")
+    pairs = table.distinct_units(("region",), "TRUE")
+    out = {}
+    for kind in BACKENDS:
+        backend = DuckDBBackend(duckdb.connect(files["database"], read_only=True)) if kind == "duckdb" else \
+            make_backend("spark", request.getfixturevalue("spark"))
+        keys, cells, counts = backend.key_counts(table, "race", ("sex",), "secret")
+        found = sorted(zip(keys.tolist(), cells.tolist(), counts.tolist()))
+        out[kind] = (found, backend.marginals(pairs, [("region",)], "secret")[("region",)].tolist())
+    assert out["duckdb"] == out["spark"]
+    assert {k for k, _, _ in out["duckdb"][0]} == {"White", "Black", "Asian", "Native", "Other"}
+    assert sum(out["duckdb"][1]) <= 4 * 100  # at most one pair per (age, region)
+
+
 HOSTILE = {
     "My Col": (integer(-2, 3), "DOUBLE", [-5, -2, -1.5, 0.7, 2.9, 3, 10, 1e300, math.inf, math.nan, None]),
     "n": (integer(0, 2, nullable=True), "INTEGER", [-1, 0, 1, 2, 9, None]),

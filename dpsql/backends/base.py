@@ -102,6 +102,14 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     return f"(SELECT * FROM ({ranked}) AS r WHERE {_RANK} <= {table.unit.bound}) AS bounded"
 
 
+def unit_pairs_source(table: Table, key: str | None, relation: Relation = quote_identifier) -> str:
+    """FROM-clause SQL of a `Table.distinct_units` table: the distinct (unit, bins) pairs of its base
+    table's bounded rows that meet its condition; each column holds its bin."""
+    bins = "".join(f", {c.bin_sql()} AS {quote_identifier(c.name)}" for c in table.columns.values())
+    base = bounded_source(table.units_of, key, relation)
+    return f"(SELECT DISTINCT {_UNIT}{bins} FROM {base} WHERE {table.units_where}) AS pairs"
+
+
 def dropped_rows_sql(table: Table, cap: int, relation: Relation = quote_identifier) -> str:
     """One row, column `n`: Σ over units of min(rows − k, cap) for units with more than k rows."""
     k = table.unit.bound
@@ -141,15 +149,15 @@ def marginal_sql(
     grouped, as GROUPING() does, spelled with one-argument GROUPING() calls, which
     every engine has.
     """
-    source = bounded_source(table, key, relation)
+    pairs = table.units_of is not None
+    source = unit_pairs_source(table, key, relation) if pairs else bounded_source(table, key, relation)
     used = [table.columns[c] for c in table.columns if any(c in q for q in cliques)]
     if not used:
         return f"SELECT 0 AS g, COUNT(*) AS n FROM {source}", []
     keys = [f"k{i}" for i in range(len(used))]
     names = [f"b{i}" for i in range(len(used))]
-    scan = ", ".join(
-        f"{quote_identifier(c.name) if _grouped_raw(c) else c.bin_sql()} AS {k}" for c, k in zip(used, keys)
-    )
+    raw = {c.name for c in used if pairs or _grouped_raw(c)}  # pairs hold bins already
+    scan = ", ".join(f"{quote_identifier(c.name) if c.name in raw else c.bin_sql()} AS {k}" for c, k in zip(used, keys))
     if len(cliques) == 1:  # a plain GROUP BY is cheaper than a single grouping set
         group, grouping = ", ".join(keys), "0"
     else:
@@ -160,7 +168,7 @@ def marginal_sql(
         f"SELECT {', '.join(keys)}, {grouping} AS g, COUNT(*) AS n "
         f"FROM (SELECT {scan} FROM {source}) GROUP BY {group}"
     )
-    binned = ", ".join(f"{c.bin_sql(k) if _grouped_raw(c) else k} AS {b}" for c, k, b in zip(used, keys, names))
+    binned = ", ".join(f"{c.bin_sql(k) if c.name in raw and not pairs else k} AS {b}" for c, k, b in zip(used, keys, names))
     return f"SELECT {binned}, g, n FROM ({counted})", names
 
 

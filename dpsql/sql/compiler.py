@@ -204,6 +204,9 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     selection = _key_selection(tree, select_items, compiler, where, lookups)
     if selection is not None:
         return CompiledQuery(sql, table, [], [], tree, [], [], selection)
+    units = _distinct_units(tree, select_items, compiler, where, lookups)
+    if units is not None:  # COUNT(DISTINCT unit) is COUNT(*) of the table of distinct (unit, group) pairs
+        table, compiler, where = units, ExpressionCompiler(units, alias, []), ALWAYS
     groups = _group_by(tree, select_items, compiler)
     layout = group_layout(groups, table.domain)
 
@@ -414,6 +417,61 @@ def _key_selection(tree: exp.Select, items: list[exp.Expression], compiler: Expr
     return KeySelection(table, column.name, clique, indicator)
 
 
+# Conditions of COUNT(DISTINCT unit) are listed as the cells that meet them: at most this many.
+_MAX_LISTED_CELLS = 100_000
+
+
+def _distinct_units(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler, where: Condition,
+                    lookups) -> Table | None:
+    """The `Table.distinct_units` table a COUNT(DISTINCT <privacy unit>) query counts, if it is one.
+
+    Every aggregate of such a query must be that count (its rows are pairs, not the table's rows)."""
+    counts = [n for n in tree.find_all(exp.Count) if isinstance(n.this, exp.Distinct)]
+    if not counts:
+        return None
+    table = compiler.table
+    for node in counts:
+        _check_distinct_unit(node, table)
+    if any(not (isinstance(a, exp.Count) and isinstance(a.this, exp.Distinct)) for a in tree.find_all(exp.AggFunc)) \
+            or any(isinstance(f.this, exp.Count) for f in tree.find_all(exp.Filter)) or lookups:
+        raise NotSupportedError(
+            f"COUNT(DISTINCT {table.unit.column}) counts privacy units, not rows: ask it in a query of its own "
+            "(no other aggregates, FILTER or joins)")
+    group = tuple(k.attribute for k in _group_by(tree, items, compiler))
+    clique = table.domain.canonical(where.true.attributes())
+    if not clique:
+        return table.distinct_units(group, "TRUE")
+    meets = np.flatnonzero(where.true.dense(clique, table.domain).reshape(-1) != 0)
+    cells = math.prod(table.domain.size_of(a) for a in clique)
+    listed, negate = (meets, "") if 2 * len(meets) <= cells else (np.setdiff1d(np.arange(cells), meets), "NOT ")
+    if len(listed) > _MAX_LISTED_CELLS:
+        raise NotSupportedError(f"the WHERE of COUNT(DISTINCT {table.unit.column}) spans too many cells; simplify it")
+    strides = np.cumprod([1] + [table.domain.size_of(a) for a in reversed(clique)])[:-1][::-1]
+    cell = " + ".join(f"{table.columns[a].bin_sql()} * {int(s)}" for a, s in zip(clique, strides))
+    condition = f"({cell}) {negate}IN ({', '.join(str(int(c)) for c in listed)})" if len(listed) else \
+        ("TRUE" if negate else "FALSE")
+    return table.distinct_units(group, condition)
+
+
+def _check_distinct_unit(node: exp.Count, table: Table) -> None:
+    """Refuse COUNT(DISTINCT x) unless x is the table's own privacy-unit column, saying why."""
+    args = node.this.expressions
+    unit = table.unit
+    if unit is None:
+        raise NotSupportedError(
+            f"{node.sql()!r}: a count of distinct values has unbounded sensitivity (one person can add many values); "
+            f"each row of {table.name!r} is its own privacy unit, so COUNT(*) counts them")
+    column = args[0] if len(args) == 1 and isinstance(args[0], exp.Column) else None
+    if column is None or column.name.lower() != unit.column.lower():
+        raise NotSupportedError(
+            f"{node.sql()!r}: a count of distinct values has unbounded sensitivity (one person can add many values); "
+            f"only COUNT(DISTINCT {unit.column}), the number of privacy units, is supported")
+    if unit.path:
+        raise NotSupportedError(
+            f"{node.sql()!r}: {table.name!r} reaches its privacy unit through a foreign key; count units on the "
+            f"table that holds {unit.column}")
+
+
 def _is_aggregate_node(node: exp.Expression) -> bool:
     if isinstance(node, exp.Filter):
         return isinstance(node.this, (exp.AggFunc, exp.WithinGroup))
@@ -440,9 +498,11 @@ def _compile_aggregate(
     if agg.find(exp.AggFunc) is not agg or any(isinstance(n, exp.AggFunc) for n in agg.walk() if n is not agg):
         raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
     arg = agg.this
-    if isinstance(arg, exp.Distinct):
+    if isinstance(arg, exp.Distinct) and isinstance(agg, exp.Count) and table.units_of is not None:
+        arg = None  # COUNT(DISTINCT unit) over the table of (unit, group) pairs: COUNT(*)
+    elif isinstance(arg, exp.Distinct):
         raise NotSupportedError(
-            f"{agg.key.upper()}(DISTINCT ...) is not supported: distinct counts have unbounded sensitivity; "
+            f"{agg.key.upper()}(DISTINCT ...) is not supported: distinct values have unbounded sensitivity; "
             "use GROUP BY on a declared column"
         )
     label = f"{prefix}{node.sql()}"
