@@ -23,7 +23,8 @@ from pathlib import Path
 import dpsql
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-RUN = ("## A 5-minute tour", "## Interactive shell", "## Deploying to analysts", "## DuckDB extension")
+RUN = ("## A 5-minute tour", "## The SQL it accepts", "## Interactive shell", "## Deploying to analysts",
+       "## DuckDB extension")
 NOT_RUN = {
     "## Set-up: two commands": "`make demo` and `make test`: this suite is what they run",
     "## How it works": "`dpsql synth` on a generated 1M-row table takes minutes; the second line is a template",
