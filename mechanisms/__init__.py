@@ -18,7 +18,9 @@ Each module is one concept:
 - post-processing: `quantiles` (quantiles and rank intervals from noisy prefix counts);
 - open domains: `partition_selection` (thresholds that release only keys whose noisy count
   clears them: Laplace and Gaussian, exact discrete tails);
-- adaptive mechanisms: `aim`, `mst`, `rap`.
+- adaptive mechanisms: `aim`, `mst`, `rap`;
+- continual release: `continual/` (time strategies over a stream's windows, causal and
+  offline estimators, the per-emit state of one continual query).
 """
 
 from mechanisms.domain import Domain
