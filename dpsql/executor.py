@@ -37,7 +37,7 @@ from dpsql.backends.scan_speed import duckdb_scan_speed
 from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog, Table
 from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError, ProgrammingError
-from dpsql.ledger import Entry, KeySet, Ledger
+from dpsql.ledger import KEYS, Entry, Ledger, Record
 from dpsql.result import Result, aggregate_answers, answered_by, assemble
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
@@ -365,7 +365,7 @@ class Executor:
         column = released.selection.column
         self.ledger.charge_all([Entry(released.cost, statement, table.name, table.signature(), [measured],
                                       f"partition selection of {column} (τ = {released.calibrated.threshold})",
-                                      KeySet(column, released.keys, released.calibrated.delta))])
+                                      Record(KEYS, column, list(released.keys), released.calibrated.delta))])
         key = table.name.lower()
         self.models.pop(key, None)  # read again over the table with its keys
         self.generative.pop(key, None)

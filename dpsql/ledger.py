@@ -14,11 +14,13 @@ carries a SHA-256 hash chained to the previous row (the first to the budget
 declaration) and covering the measurements it paid for; `verify` recomputes
 the chain, so any edit, deletion or reordering is detected.
 
-A charge may also release a key set (DP partition selection of a key column): the keys,
-and δ_τ, the chance its threshold allows that one unit's rare keys show. Those δs add up
-(approximate zCDP composes by adding ρ and δ), so a zCDP ledger's capacity is the ρ whose
-ε at the remaining δ is the declared ε: ρ(ε(total, δ), δ − Σδ_τ) (`capacity`). Each column's
-key set is released once and then is its public domain.
+A charge may also carry a `Record`, a release that is not a measurement, hashed into the
+chain with it: a key set (DP partition selection of a key column: the keys and δ_τ, the
+chance its threshold allows that one unit's rare keys show), a continual query's definition,
+or one emit of it (its noisy values). Records are unique by (kind, table, name): a column's
+keys are released once and then are its public domain. The δs of key releases add up
+(approximate zCDP composes by adding ρ and δ), so a zCDP ledger's capacity is the ρ whose ε
+at the remaining δ is the declared ε: ρ(ε(total, δ), δ − Σδ_τ) (`capacity`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import duckdb
 import numpy as np
@@ -58,9 +60,9 @@ _SCHEMA = [
         seq BIGINT NOT NULL, position INTEGER NOT NULL, table_name VARCHAR NOT NULL, signature VARCHAR NOT NULL,
         clique VARCHAR NOT NULL, query_key VARCHAR, strategy VARCHAR, noise VARCHAR NOT NULL,
         cost DOUBLE NOT NULL, variance DOUBLE NOT NULL, vals DOUBLE[] NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS dpsql_key_sets (
-        seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, column_name VARCHAR NOT NULL, delta DOUBLE NOT NULL,
-        keys VARCHAR[] NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS dpsql_records (
+        seq BIGINT NOT NULL, kind VARCHAR NOT NULL, table_name VARCHAR NOT NULL, name VARCHAR NOT NULL,
+        delta DOUBLE NOT NULL, payload VARCHAR NOT NULL)""",
 ]
 
 
@@ -75,16 +77,25 @@ class Charge:
     detail: str | None
 
 
-@dataclass(frozen=True)
-class KeySet:
-    """Keys of a key column released by partition selection, and the δ_τ its threshold spent."""
+KEYS, CONTINUAL, EMIT = "keys", "continual", "emit"  # the kinds of records
 
-    column: str
-    keys: tuple[str, ...]
-    delta: float
+
+@dataclass(frozen=True)
+class Record:
+    """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT), the `name` it is known by within
+    its table (a column; a continual query; "<query>#<t>"), its JSON-able `payload` and the δ it spent."""
+
+    kind: str
+    name: str
+    payload: Any
+    delta: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return json.dumps(self.payload, separators=(",", ":"))
 
     def digest(self) -> str:
-        return _digest(self.column, self.delta, list(self.keys))
+        return _digest(self.kind, self.name, self.delta, self.text)
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,7 @@ class Entry:
     signature: str | None
     measurements: list[Measurement]
     detail: str | None = None
-    key_set: KeySet | None = None
+    record: Record | None = None
 
 
 def _digest(*parts) -> str:
@@ -265,17 +276,24 @@ class Ledger:
 
     @staticmethod
     def _delta_spent(con) -> float:
-        if not _has_key_sets(con):
+        if not _has_records(con):
             return 0.0
-        return float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_key_sets").fetchone()[0])
+        return float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_records").fetchone()[0])
 
     def key_sets(self) -> dict[tuple[str, str], tuple[str, ...]]:
         """Every released key set: {(table, column): keys}."""
+        return {(table, name): tuple(payload) for table, name, payload in self.records(KEYS)}
+
+    def records(self, kind: str, table: str | None = None, prefix: str = "") -> list[tuple[str, str, Any]]:
+        """(table, name, payload) of the records of one kind (of one table, names starting with `prefix`),
+        in charge order."""
         with self._open() as con:
-            if not _has_key_sets(con):
-                return {}
-            rows = con.execute("SELECT table_name, column_name, keys FROM dpsql_key_sets ORDER BY seq").fetchall()
-        return {(t, c): tuple(k) for t, c, k in rows}
+            if not _has_records(con):
+                return []
+            rows = con.execute(
+                "SELECT table_name, name, payload FROM dpsql_records WHERE kind = ? AND starts_with(name, ?) "
+                "AND (? IS NULL OR lower(table_name) = lower(?)) ORDER BY seq", [kind, prefix, table, table]).fetchall()
+        return [(t, n, json.loads(p)) for t, n, p in rows]
 
     def remaining(self) -> float:
         return self.status()[2]
@@ -322,16 +340,17 @@ class Ledger:
         return done
 
     def _status_after(self, con, entries: list["Entry"]) -> tuple[float, float, float]:
-        """The status as if the entries' key releases were spent (their δ lowers the capacity)."""
-        delta = sum(e.key_set.delta for e in entries if e.key_set is not None)
+        """The status as if the entries' records were kept (their δ lowers the capacity); a record that
+        exists already (another connection released it meanwhile) is refused."""
+        for e in entries:
+            if e.record is not None and e.table is not None and _has_records(con) and con.execute(
+                    "SELECT 1 FROM dpsql_records WHERE kind = ? AND lower(table_name) = lower(?) AND name = ?",
+                    [e.record.kind, e.table, e.record.name]).fetchone():
+                raise OperationalError(f"{e.table}'s {e.record.kind} {e.record.name!r} was released meanwhile (by "
+                                       "another connection); nothing was charged: ask again to use it")
+        delta = sum(e.record.delta for e in entries if e.record is not None)
         if not delta:
             return self._status(con)
-        for e in entries:
-            if e.key_set is not None and con.execute(
-                    "SELECT 1 FROM dpsql_key_sets WHERE lower(table_name) = lower(?) AND column_name = ?",
-                    [e.table, e.key_set.column]).fetchone():
-                raise OperationalError(f"the keys of {e.table}.{e.key_set.column} were released meanwhile (by another "
-                                       "connection); nothing was charged: ask again to use them")
         total, spent, _ = self._status(con)
         capacity = self.capacity(self._delta_spent(con) + delta)
         whose = total if self.limit is not None else capacity
@@ -342,7 +361,7 @@ class Ledger:
         """Raise BudgetExceededError if `cost` does not fit in what remains once `delta` more is spent."""
         with self._open() as con:
             self._refuse_if_over(cost, self._status_after(con, [Entry(0.0, "", None, None, [], None,
-                                                                       KeySet("", (), delta))]))
+                                                                       Record(KEYS, "", [], delta))]))
 
     def _append(self, con, e: "Entry") -> Charge:
         last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
@@ -357,13 +376,14 @@ class Ledger:
         at = _now()
         entry = (seq, at, self.who, e.table, e.statement, e.cost, e.detail)
         parts = [prev, *entry, [_measurement_row_digest(r) for r in rows]]
-        digest = _digest(*parts, e.key_set.digest()) if e.key_set is not None else _digest(*parts)
+        digest = _digest(*parts, e.record.digest()) if e.record is not None else _digest(*parts)
         con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
         for r in rows:
             con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
-        if e.key_set is not None:
-            k = e.key_set
-            con.execute("INSERT INTO dpsql_key_sets VALUES (?, ?, ?, ?, ?)", [seq, e.table, k.column, k.delta, list(k.keys)])
+        if e.record is not None:
+            r = e.record
+            con.execute("INSERT INTO dpsql_records VALUES (?, ?, ?, ?, ?, ?)", [seq, r.kind, e.table, r.name, r.delta,
+                                                                              r.text])
         return Charge(seq, at, self.who, e.table, e.statement, e.cost, e.detail)
 
     def bounding_key(self) -> str:
@@ -422,9 +442,9 @@ class Ledger:
                     "SELECT seq, position, table_name, signature, clique, query_key, strategy, noise, cost, "
                     "variance, vals FROM dpsql_measurements ORDER BY seq, position"
                 ).fetchall()
-                key_sets = con.execute(
-                    "SELECT seq, column_name, keys, delta FROM dpsql_key_sets ORDER BY seq").fetchall() \
-                    if _has_key_sets(con) else []
+                records = con.execute(
+                    "SELECT seq, kind, name, delta, payload FROM dpsql_records ORDER BY seq").fetchall() \
+                    if _has_records(con) else []
             except duckdb.Error as e:
                 return [f"the ledger tables were altered ({str(e).splitlines()[0]})"]
         if len(budget) != 1:
@@ -436,7 +456,7 @@ class Ledger:
         measured: dict[int, list[str]] = {}
         for row in stored:
             measured.setdefault(row[0], []).append(_measurement_row_digest(row[1:]))
-        released = {seq: KeySet(column, tuple(keys), delta) for seq, column, keys, delta in key_sets}
+        released = {seq: (kind, name, delta, payload) for seq, kind, name, delta, payload in records}
         spent = 0.0
         for expected_seq, (seq, at, who, table, statement, cost, detail, prev_hash, digest) in enumerate(ledger, 1):
             if seq != expected_seq:
@@ -444,16 +464,16 @@ class Ledger:
             if prev_hash != prev:
                 problems.append(f"charge {seq} does not follow the previous one (chain broken)")
             parts = [prev_hash, seq, at, who, table, statement, cost, detail, measured.pop(seq, [])]
-            key_set = released.pop(seq, None)
-            if (_digest(*parts, key_set.digest()) if key_set is not None else _digest(*parts)) != digest:
+            record = released.pop(seq, None)
+            if (_digest(*parts, _digest(*record)) if record is not None else _digest(*parts)) != digest:
                 problems.append(f"charge {seq} or its measurements were altered")
             prev = digest
             spent += cost
         for seq in measured:
             problems.append(f"measurements stored for charge {seq}, which is not in the ledger")
         for seq in released:
-            problems.append(f"a key set stored for charge {seq}, which is not in the ledger")
-        capacity = self.capacity(sum(k for _, _, _, k in key_sets))
+            problems.append(f"a record stored for charge {seq}, which is not in the ledger")
+        capacity = self.capacity(sum(delta for _, _, _, delta, _ in records))
         if spent > capacity * (1 + _SLACK):
             problems.append(f"charges add up to {spent:g}, over the total budget {capacity:g}")
         return problems
@@ -463,9 +483,9 @@ class Ledger:
             self._memory.close()
 
 
-def _has_key_sets(con) -> bool:
-    """Whether the state holds the key-set table (ledgers written before key columns existed do not)."""
-    return bool(con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'dpsql_key_sets'")
+def _has_records(con) -> bool:
+    """Whether the state holds the records table (ledgers written before records existed do not)."""
+    return bool(con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'dpsql_records'")
                 .fetchone()[0])
 
 

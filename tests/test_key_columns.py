@@ -180,7 +180,7 @@ def test_a_tampered_key_set_breaks_the_chain(database, tmp_path):
     conn.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
     conn.close()
     con = duckdb.connect(str(tmp_path / "ledger.duckdb"))
-    con.execute("UPDATE dpsql_key_sets SET keys = list_append(keys, '/secret/1')")
+    con.execute("UPDATE dpsql_records SET payload = replace(payload, ']', ',\"/secret/1\"]')")
     con.close()
     problems = Ledger.existing(str(tmp_path / "ledger.duckdb")).verify()
     assert any("altered" in p for p in problems)
