@@ -488,6 +488,8 @@ class Table:
     # A table of distinct (unit, cell) pairs of `units_of`'s rows meeting `units_where` (`distinct_units`).
     units_of: "Table | None" = None
     units_where: str = "TRUE"
+    time_column: str | None = None  # a stream: the time each row belongs to (continual queries)
+    append_only: bool = False  # rows are only ever added: a unit keeps its first k rows by time
     domain: Domain = field(init=False)
     _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
 
@@ -508,6 +510,10 @@ class Table:
         rows = self.public_rows
         if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
             raise CatalogError(f"table {self.name!r}: rows (its public size) must be a positive integer")
+        if self.time_column is not None and (not isinstance(self.time_column, str) or not self.time_column):
+            raise CatalogError(f"table {self.name!r}: time must name the column holding each row's time")
+        if not isinstance(self.append_only, bool) or (self.append_only and self.time_column is None):
+            raise CatalogError(f"table {self.name!r}: append_only is true or false, and needs time = \"<column>\"")
         if self.unit_column is not None:
             self._unit = PrivacyUnit(self.unit_column, self.max_rows_per_unit)
         lowered = [c.lower() for c in self.columns]
@@ -534,7 +540,7 @@ class Table:
         if not released:
             return self
         columns = {n: c.with_keys(released[n]) if n in released else c for n, c in self.columns.items()}
-        table = Table(self.name, columns, self.unit_column, self.unit_link, self.max_rows_per_unit, self.public_rows)
+        table = replace(self, columns=columns)
         table._unit = self._unit
         return table
 
@@ -562,6 +568,8 @@ class Table:
         if self.units_of is not None:
             return f"{self.units_of.signature()}; distinct units by {list(self.columns)} where {self.units_where}"
         columns = repr([(c.name, c.declaration()) for c in self.columns.values()])
+        if self.append_only:  # bounding keeps each unit's first rows by time
+            columns += f"; append-only by {self.time_column}"
         return columns if self.unit is None else f"{columns}; {self.unit.describe()}"
 
     def distinct_units(self, group: tuple[str, ...], where_sql: str) -> "Table":
@@ -600,13 +608,14 @@ class Catalog:
         for name, table in tables.items():
             if name.lower() in out.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
-            if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit", "rows"}:
+            if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit", "rows",
+                                                           "time", "append_only"}:
                 raise CatalogError(
                     f"table {name!r}: only a [tables.{name}.columns] section, privacy_unit, "
-                    f"max_rows_per_unit and rows are supported"
+                    f"max_rows_per_unit, rows, time and append_only are supported"
                 )
             out._declare(name, table.get("columns", {}), table.get("privacy_unit"), table.get("max_rows_per_unit"),
-                         table.get("rows"))
+                         table.get("rows"), table.get("time"), table.get("append_only", False))
         out._resolve_units()
         return out
 
@@ -647,14 +656,15 @@ class Catalog:
 
     def add_table(
         self, name: str, columns: dict[str, dict], privacy_unit: str | dict | None = None,
-        max_rows_per_unit: int | None = None, rows: int | None = None,
+        max_rows_per_unit: int | None = None, rows: int | None = None, time: str | None = None,
+        append_only: bool = False,
     ) -> Table:
         """Declare a protected table from {column: declaration}, optionally with a privacy unit:
         a column name, or {"foreign_key": column, "references": "table.column"} naming a
         protected table declared before, whose unit becomes this table's; `rows` declares
-        the table's size public."""
+        the table's size public; `time` and `append_only` declare a stream (continual queries)."""
         previous = self.tables.get(name.lower())
-        table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows)
+        table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows, time, append_only)
         try:
             self._resolve_units()
         except CatalogError:
@@ -665,12 +675,13 @@ class Catalog:
             raise
         return table
 
-    def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any, rows: Any = None) -> Table:
+    def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any, rows: Any = None,
+                 time: Any = None, append_only: Any = False) -> Table:
         if not isinstance(columns, dict):
             raise CatalogError(f"table {name!r}: columns must be a table of declarations")
         unit_column, unit_link = parse_unit(name, privacy_unit)
         table = Table(name, {c: parse_column(c, d) for c, d in columns.items()}, unit_column, unit_link,
-                      max_rows_per_unit, rows)
+                      max_rows_per_unit, rows, time_column=time, append_only=append_only)
         self.tables[name.lower()] = table
         return table
 

@@ -1,4 +1,4 @@
-"""The `dpsql` command line: `dpsql demo`, `shell`, `explain`, `ledger`, `synth`, `serve` and `passwd`."""
+"""The `dpsql` command line: `dpsql demo`, `shell`, `explain`, `ledger`, `synth`, `continual`, `serve` and `passwd`."""
 
 from __future__ import annotations
 
@@ -150,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     from dpsql.synth import add_parser as add_synth
 
     add_synth(sub)
+    from dpsql.continual import add_parser as add_continual
+
+    add_continual(sub)
     from dpsql.server import add_parsers as add_server
 
     add_server(sub)

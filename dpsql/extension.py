@@ -11,7 +11,10 @@ After ``register(con, catalog=..., epsilon=...)`` the DuckDB connection
   ``dp_query`` then answers them for free, and ``dp_ledger()`` shows the charge;
   with ``explain := true`` it returns the workload's plan instead, spending nothing;
 - ``dp_budget()``: total, spent and remaining budget;
-- ``dp_ledger()``: every charge.
+- ``dp_ledger()``: every charge;
+- ``dp_emit(name)``: the next window of a continual query (``EMIT name``): each evaluation
+  releases one more window (free: its horizon was charged), so run it once per window;
+- ``dp_continual(name)``: every window of a continual query so far (``SHOW CONTINUAL name``).
 
 How it works: the DuckDB Python API has scalar Python functions but no
 Python table functions. Each macro calls a Python scalar function
@@ -55,6 +58,8 @@ _MACROS = {
     "dp_workload": ("queries, epsilon := NULL, explain := false", "dpsql_workload(queries, epsilon, explain)"),
     "dp_budget": ("", "dpsql_budget()"),
     "dp_ledger": ("", "dpsql_ledger()"),
+    "dp_emit": ("name", "dpsql_emit(name)"),
+    "dp_continual": ("name", "dpsql_continual(name)"),
 }
 
 
@@ -159,6 +164,18 @@ class _Functions:
         rows = [[i, sql, len(r.rows)] for i, (sql, r) in enumerate(zip(checked, results), start=1)]
         return relation_sql(["query", "sql", "result_rows"], ["INTEGER", "VARCHAR", "BIGINT"], rows)
 
+    def emit(self, name: str | None) -> str:
+        return result_sql(self._run(f"EMIT {self._name(name)}")[0])
+
+    def continual(self, name: str | None) -> str:
+        return result_sql(self._run(f"SHOW CONTINUAL {self._name(name)}")[0])
+
+    @staticmethod
+    def _name(name: str | None) -> str:
+        if not name or not name.replace("_", "a").isalnum():
+            raise ProgrammingError(f"a continual query's name is a word, got {name!r}")
+        return name
+
     def budget(self) -> str:
         status = self.conn.budget
         rows = [[what, a.epsilon, a.delta, a.rho]
@@ -195,7 +212,8 @@ def register(
     state: str | None = None,
     seed: int | None = None,
 ) -> Connection:
-    """Install `dp_query`, `dp_explain`, `dp_workload`, `dp_budget` and `dp_ledger` into `con`.
+    """Install `dp_query`, `dp_explain`, `dp_workload`, `dp_budget`, `dp_ledger`, `dp_emit` and `dp_continual`
+    into `con`.
 
     Budget arguments are those of `dpsql.connect`; the ledger is the one
     `dpsql.connect` uses for the same database (or `state`). Returns the dpsql
@@ -210,6 +228,8 @@ def register(
         "dpsql_workload": (functions.workload, ["VARCHAR[]", "DOUBLE", "BOOLEAN"]),
         "dpsql_budget": (functions.budget, []),
         "dpsql_ledger": (functions.ledger, []),
+        "dpsql_emit": (functions.emit, ["VARCHAR"]),
+        "dpsql_continual": (functions.continual, ["VARCHAR"]),
     }
     existing = {r[0] for r in con.execute("SELECT function_name FROM duckdb_functions()").fetchall()}
     for name, (function, parameters) in scalar.items():

@@ -21,6 +21,7 @@ from dpsql.backends import Backend
 from dpsql.budget import Budget, Sizing, checked
 from dpsql.catalog import KEY, Catalog
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
+from dpsql.continual import ContinualQueries
 from dpsql.executor import Executor
 from dpsql.ledger import Ledger
 from dpsql.result import Result, assemble
@@ -29,9 +30,12 @@ from dpsql.sql.lookups import PublicTables
 from dpsql.sql.public import ProtectedNames
 from dpsql.sql.statements import (
     BeginWorkload,
+    CreateContinual,
+    Emit,
     EndWorkload,
     Explain,
     SetOption,
+    ShowContinual,
     ShowOption,
     Sql,
     classify,
@@ -121,6 +125,7 @@ class Session:
         self.budget_unit = Budget(ledger.noise, ledger.delta)
         self.dialect = dialect
         self.executor = Executor(catalog, ledger, backend, self.budget_unit, RandomSource(seed))
+        self.continual = ContinualQueries(self.executor, dialect)
         self.query_share = self.budget_unit.share(query_epsilon, query_rho, default_epsilon=DEFAULT_QUERY_EPSILON)
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
@@ -321,6 +326,10 @@ class Session:
             return [Result(["setting", "value"], [(f"dpsql.{st.name}", value)], kind="status")]
         if isinstance(st, ShowOption):
             return [self.show(st.name)]
+        if isinstance(st, (CreateContinual, Emit, ShowContinual)):
+            if self._workload is not None:
+                raise ProgrammingError("continual queries are created, emitted and shown outside a workload")
+            return [self._continual(st)]
         if self._workload is not None:
             if isinstance(st, Explain) or params:
                 raise ProgrammingError("inside a workload, list plain SELECT queries without parameters")
@@ -329,6 +338,19 @@ class Session:
         if isinstance(st, Explain):
             return [self.explain(st.sql)]
         return [self.query(st.sql, params)]
+
+    def _continual(self, st: CreateContinual | Emit | ShowContinual) -> Result:
+        if isinstance(st, Emit):
+            return self.continual.emit(st.name, self.catalog)
+        if isinstance(st, ShowContinual):
+            return self.continual.show(st.name, self.catalog)
+        share = self.query_share if st.epsilon is None and st.rho is None else \
+            self.budget_unit.share(st.epsilon, st.rho, delta=st.delta)
+        budget = "" if st.epsilon is None and st.rho is None else \
+            f" WITH ({'rho = ' + repr(st.rho) if st.rho is not None else 'epsilon = ' + repr(st.epsilon)})"
+        text = (f"CREATE CONTINUAL QUERY {st.name} AS {st.sql} EMIT EVERY INTERVAL '{st.interval}' ON {st.time_column} "
+                f"FROM '{st.start}' FOR {st.releases} RELEASES{budget}")
+        return self.continual.create(st, self.catalog, share, text)
 
     def query(self, sql: str, params: Sequence[Any] | dict | None = None) -> Result:
         """One statement: a DP query on a protected table, or plain SQL on public tables."""

@@ -53,6 +53,11 @@ class Backend(Protocol):
         """Exact counts of the bounded rows per key of key column `column` and cell of `clique`:
         (keys as strings, flat cell indices in clique order, counts); rows with a NULL key are left out."""
 
+    def window_counts(self, table: Table, group: tuple[str, ...], where_sql: str, window_sql: str, first: int,
+                      last: int, key: str | None = None) -> np.ndarray:
+        """Exact counts of the bounded rows meeting `where_sql` per window (`window_sql`, from `first` to
+        `last` − 1) and cell of `group` (flat, last column fastest): an array of windows × cells."""
+
     def interrupt(self) -> None:
         """Stop a running scan (called from another thread); may do nothing."""
 
@@ -84,10 +89,12 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     """FROM-clause SQL of the rows a measurement counts.
 
     Without a privacy unit: the rows that fit the catalog. With one: of those, the rows
-    with a unit, at most k per unit, the first k by SHA-256 of (secret key, unit, the bins
-    of every declared column, a key column's raw key: `Column.rank_sql`). Rows of a unit with equal
-    bins are interchangeable in every marginal, so the kept histogram is the same on every scan and engine. The choice depends
-    on the unit's own rows only, so one unit changes any histogram by at most k rows.
+    with a unit, at most k per unit: an append-only table's first k by time (a row that
+    arrives later never evicts one already counted), ties and other tables by SHA-256 of
+    (secret key, unit, the bins of every declared column, a key column's raw key:
+    `Column.rank_sql`). Rows of a unit with equal bins are interchangeable in every
+    marginal, so the kept histogram is the same on every scan and engine. The choice
+    depends on the unit's own rows only, so one unit changes any histogram by at most k rows.
     """
     if table.unit is None:
         return f"{relation(table.name)} WHERE {table.fits_sql()}"
@@ -95,8 +102,11 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
         raise ProgrammingError(f"measuring {table.name!r} needs the ledger's bounding key (it has a privacy unit)")
     parts = [quote_string(key), f"CAST({_UNIT} AS VARCHAR)"]
     parts += [f"CAST({c.rank_sql()} AS VARCHAR)" for c in table.columns.values()]
+    order = f"SHA256(CONCAT_WS('|', {', '.join(parts)}))"
+    if table.append_only:  # a stream: the first k rows by time, so a row arriving later never evicts one counted
+        order = f"{quote_identifier(table.time_column)}, {order}"
     ranked = (
-        f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY SHA256(CONCAT_WS('|', {', '.join(parts)}))) "
+        f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY {order}) "
         f"AS {_RANK} FROM ({unit_rows_sql(table, relation)}) AS u WHERE {_UNIT} IS NOT NULL"
     )
     return f"(SELECT * FROM ({ranked}) AS r WHERE {_RANK} <= {table.unit.bound}) AS bounded"
@@ -182,6 +192,15 @@ def key_counts_sql(table: Table, column: str, clique: tuple[str, ...], key: str 
             f"{''.join(', ' + b for b in bins)} FROM {source}) AS keyed WHERE k IS NOT NULL GROUP BY {', '.join(keys)}")
 
 
+def window_counts_sql(table: Table, group: tuple[str, ...], where_sql: str, window_sql: str, first: int, last: int,
+                      key: str | None = None, relation: Relation = quote_identifier) -> str:
+    """Counts of the bounded rows meeting `where_sql` per (window `w`, bins `b0`…) for windows [first, last)."""
+    bins = "".join(f", {table.columns[g].bin_sql()} AS b{i}" for i, g in enumerate(group))
+    keys = ", ".join(["w", *(f"b{i}" for i in range(len(group)))])
+    return (f"SELECT {keys}, COUNT(*) AS n FROM (SELECT {window_sql} AS w{bins} FROM {bounded_source(table, key, relation)}"
+            f" WHERE {where_sql}) AS windowed WHERE w >= {int(first)} AND w < {int(last)} GROUP BY {keys}")
+
+
 def decode_marginals(
     table: Table, cliques: list[Clique], names: list[str], result: dict[str, np.ndarray]
 ) -> dict[Clique, np.ndarray]:
@@ -242,6 +261,19 @@ class SQLBackend:
         cells = (np.ravel_multi_index(tuple(np.asarray(result[b], dtype=np.int64) for b in names), shape)
                  if clique else np.zeros(len(result["n"]), dtype=np.int64))
         return np.asarray(result["k"], dtype=object), cells, np.asarray(result["n"], dtype=np.int64)
+
+    def window_counts(self, table: Table, group: tuple[str, ...], where_sql: str, window_sql: str, first: int,
+                      last: int, key: str | None = None) -> np.ndarray:
+        self.check(table, key)
+        names = [f"b{i}" for i in range(len(group))]
+        result = self._run(window_counts_sql(table, group, where_sql, window_sql, first, last, key, self.relation),
+                           ["w", *names, "n"], f"counting windows of {table.name!r}", key)
+        shape = (last - first, *(table.columns[g].size for g in group))
+        out = np.zeros(shape, dtype=np.int64)
+        index = (np.asarray(result["w"], dtype=np.int64) - first,
+                 *(np.asarray(result[b], dtype=np.int64) for b in names))
+        np.add.at(out, index, np.asarray(result["n"], dtype=np.int64))
+        return out.reshape(last - first, -1)
 
     def dropped_rows(self, table: Table, cap: int) -> int:
         self.check(table, "")

@@ -438,19 +438,75 @@ def _distinct_units(tree: exp.Select, items: list[exp.Expression], compiler: Exp
             f"COUNT(DISTINCT {table.unit.column}) counts privacy units, not rows: ask it in a query of its own "
             "(no other aggregates, FILTER or joins)")
     group = tuple(k.attribute for k in _group_by(tree, items, compiler))
+    return table.distinct_units(group, condition_sql(table, where))
+
+
+def condition_sql(table: Table, where: Condition) -> str:
+    """SQL over the table's columns that is true on the rows meeting `where`: the cells of the attributes
+    it reads that meet it, listed (dpsql's own SQL, never the analyst's)."""
     clique = table.domain.canonical(where.true.attributes())
     if not clique:
-        return table.distinct_units(group, "TRUE")
-    meets = np.flatnonzero(where.true.dense(clique, table.domain).reshape(-1) != 0)
-    cells = math.prod(table.domain.size_of(a) for a in clique)
+        return "TRUE" if float(where.true.dense((), table.domain)) else "FALSE"
+    indicator = where.true.dense(clique, table.domain).reshape(-1)
+    if not np.all((indicator == 0) | (indicator == 1)):
+        raise NotSupportedError("this WHERE must keep or drop whole rows (no weights)")
+    meets = np.flatnonzero(indicator)
+    cells = indicator.size
     listed, negate = (meets, "") if 2 * len(meets) <= cells else (np.setdiff1d(np.arange(cells), meets), "NOT ")
     if len(listed) > _MAX_LISTED_CELLS:
-        raise NotSupportedError(f"the WHERE of COUNT(DISTINCT {table.unit.column}) spans too many cells; simplify it")
+        raise NotSupportedError("the WHERE spans too many cells of its columns to list; simplify it")
+    if not len(listed):
+        return "TRUE" if negate else "FALSE"
     strides = np.cumprod([1] + [table.domain.size_of(a) for a in reversed(clique)])[:-1][::-1]
     cell = " + ".join(f"{table.columns[a].bin_sql()} * {int(s)}" for a, s in zip(clique, strides))
-    condition = f"({cell}) {negate}IN ({', '.join(str(int(c)) for c in listed)})" if len(listed) else \
-        ("TRUE" if negate else "FALSE")
-    return table.distinct_units(group, condition)
+    return f"({cell}) {negate}IN ({', '.join(str(int(c)) for c in listed)})"
+
+
+@dataclass(frozen=True)
+class CellCounts:
+    """COUNT(*) per cell of `group` (declared columns, GROUP BY order; cells flat, last varying fastest)
+    over the rows meeting `where_sql`: what a continual query measures each window."""
+
+    table: Table
+    group: tuple[str, ...]
+    where_sql: str
+    count_name: str
+
+    def labels(self) -> list[tuple]:
+        """Each cell's group values, in cell order."""
+        return [tuple(row) for row in np.array(np.meshgrid(
+            *[np.asarray(self.table.columns[g].labels(), dtype=object) for g in self.group], indexing="ij"),
+            dtype=object).reshape(len(self.group), -1).T] if self.group else [()]
+
+    @property
+    def cells(self) -> int:
+        return math.prod(self.table.columns[g].size for g in self.group)
+
+
+def compile_cell_counts(tree: exp.Expression, catalog: Catalog) -> CellCounts:
+    """`SELECT g…, COUNT(*) FROM t [WHERE …] GROUP BY g…` over declared columns, as a `CellCounts`."""
+    if not isinstance(tree, exp.Select):
+        raise NotSupportedError("a continual query is a SELECT")
+    table, alias = _single_table(tree, catalog)
+    _refuse_constructs(tree)
+    if tree.args.get("joins") or any(tree.args.get(k) for k in ("having", "order", "limit", "offset")):
+        raise NotSupportedError("a continual query counts rows per group: no joins, HAVING, ORDER BY or LIMIT")
+    compiler = ExpressionCompiler(table, alias, [])
+    where = compiler.condition(tree.args["where"].this) if tree.args.get("where") else ALWAYS
+    groups = _group_by(tree, list(tree.expressions), compiler)
+    if any(k.index is not None for k in groups):
+        raise NotSupportedError("a continual query groups by declared integer, numeric or categorical columns")
+    counts = []
+    for item in tree.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(inner, exp.Column) and any(k.source == _source(compiler.resolve(inner)) for k in groups):
+            continue
+        if not (isinstance(inner, exp.Count) and (inner.this is None or isinstance(inner.this, exp.Star))):
+            raise NotSupportedError(f"a continual query selects its GROUP BY columns and COUNT(*), not {inner.sql()!r}")
+        counts.append(item.alias if isinstance(item, exp.Alias) else "count")
+    if len(counts) != 1:
+        raise NotSupportedError("a continual query selects one COUNT(*)")
+    return CellCounts(table, tuple(k.attribute for k in groups), condition_sql(table, where), counts[0])
 
 
 def _check_distinct_unit(node: exp.Count, table: Table) -> None:

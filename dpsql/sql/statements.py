@@ -15,6 +15,10 @@ Besides SQL, a script may contain:
   ``key_delta`` (the δ a release of keys by partition selection spends);
 - ``SHOW dpsql.budget`` — total, spent and remaining budget (ε, δ and ρ) and the last
   statement's charge; ``SHOW dpsql.<setting>`` — a setting's value;
+- ``CREATE CONTINUAL QUERY name AS SELECT … EMIT EVERY INTERVAL '7 days' ON time_column
+  FROM '2025-01-06' FOR 52 RELEASES [WITH (epsilon = E [, delta = D]) | WITH (rho = R)]`` —
+  a continual query over an append-only table, charged once for all its releases;
+  ``EMIT name`` releases its next window; ``SHOW CONTINUAL name`` shows every window so far;
 - a hint ``/*+ WEIGHT(w) */`` in a query gives its errors weight w in the plan.
 """
 
@@ -108,7 +112,30 @@ class Sql:
     sql: str
 
 
-Statement = BeginWorkload | EndWorkload | SetOption | ShowOption | Explain | Sql
+@dataclass(frozen=True)
+class CreateContinual:
+    name: str
+    sql: str  # the SELECT
+    interval: str
+    time_column: str
+    start: str
+    releases: int
+    epsilon: float | None = None
+    delta: float | None = None
+    rho: float | None = None
+
+
+@dataclass(frozen=True)
+class Emit:
+    name: str
+
+
+@dataclass(frozen=True)
+class ShowContinual:
+    name: str
+
+
+Statement = BeginWorkload | EndWorkload | SetOption | ShowOption | Explain | CreateContinual | Emit | ShowContinual | Sql
 
 _BEGIN = re.compile(r"^(EXPLAIN\s+)?BEGIN\s+WORKLOAD\b\s*(.*)$", re.I | re.S)
 _WITH = re.compile(r"^WITH\s*\((.*)\)\s*$", re.I | re.S)
@@ -116,6 +143,12 @@ _END = re.compile(r"^END\s+WORKLOAD\s*$", re.I)
 _SET = re.compile(r"^SET\s+(?:SESSION\s+)?dpsql\.(\w+)\s*(?:=|TO)\s*(.+?)\s*$", re.I | re.S)
 _SHOW = re.compile(r"^SHOW\s+dpsql\.(\w+)\s*$", re.I)
 _EXPLAIN = re.compile(r"^EXPLAIN\s+(.*)$", re.I | re.S)
+_CONTINUAL = re.compile(
+    r"^CREATE\s+CONTINUAL\s+QUERY\s+(\w+)\s+AS\s+(SELECT\b.*?)\s+EMIT\s+EVERY\s+INTERVAL\s+'([^']*)'\s+ON\s+(\w+)\s+"
+    r"FROM\s+'([^']*)'\s+FOR\s+(\d+)\s+RELEASES?\s*(?:WITH\s*\((.*)\))?\s*$", re.I | re.S)
+_CONTINUAL_START = re.compile(r"^CREATE\s+CONTINUAL\b", re.I)
+_EMIT = re.compile(r"^EMIT\s+(\w+)\s*$", re.I)
+_SHOW_CONTINUAL = re.compile(r"^SHOW\s+CONTINUAL\s+(\w+)\s*$", re.I)
 _OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds", "stderr", "key_delta"}
 SHOWABLE = _OPTIONS | {"budget"}
 _SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
@@ -156,7 +189,29 @@ def classify(statement: str) -> Statement:
     m = _EXPLAIN.match(text)
     if m and not re.match(r"^(ANALYZE|ANALYSE)\b", m.group(1), re.I):
         return Explain(m.group(1).strip())
+    if _CONTINUAL_START.match(text):
+        return _continual(text)
+    m = _EMIT.match(text)
+    if m:
+        return Emit(m.group(1).lower())
+    m = _SHOW_CONTINUAL.match(text)
+    if m:
+        return ShowContinual(m.group(1).lower())
     return Sql(text)
+
+
+def _continual(text: str) -> CreateContinual:
+    m = _CONTINUAL.match(text)
+    if not m:
+        raise ProgrammingError(
+            "expected CREATE CONTINUAL QUERY <name> AS SELECT ... EMIT EVERY INTERVAL '<n> days' ON <time column> "
+            "FROM '<start>' FOR <T> RELEASES [WITH (epsilon = E) | WITH (rho = R)]")
+    name, sql, interval, column, start, releases, options = m.groups()
+    budget = _begin(False, f"WITH ({options})") if options else BeginWorkload(False)
+    if budget.max_rmse is not None or budget.objective is not None:
+        raise ProgrammingError("a continual query takes a budget: WITH (epsilon = E [, delta = D]) or WITH (rho = R)")
+    return CreateContinual(name.lower(), sql.strip(), interval.strip(), column, start.strip(), int(releases),
+                           budget.epsilon, budget.delta, budget.rho)
 
 
 def _begin(explain: bool, rest: str) -> BeginWorkload:

@@ -111,6 +111,12 @@ class ContinualRelease:
         scale = self.calibration.variance * self._cells_variance[None, :]
         return Report(0, found.running, found.window, running[:, None] * scale, window[:, None] * scale)
 
+    def largest_stderr(self, estimator: str = CAUSAL) -> tuple[float, float]:
+        """The largest standard errors of a window's count and of a running total over the horizon."""
+        running, window = variances(self.strategy, estimator)
+        scale = self.calibration.variance * float(np.max(self._cells_variance))
+        return float(np.sqrt(np.max(window) * scale)), float(np.sqrt(np.max(running) * scale))
+
     # --- what the ledger keeps ----------------------------------------------------
     def state(self) -> dict:
         """JSON-able: the strategies, the noise as drawn, and every release so far."""
