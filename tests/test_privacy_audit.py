@@ -294,11 +294,13 @@ SELECTIONS = [laplace_selection(2.0, SELECTION_DELTA, max_keys=2),
               gaussian_selection(0.5, SELECTION_DELTA, max_keys=2, max_per_key=2)]
 
 
-def own_keys_released(selection, threshold, runs, seed):
-    """Runs in which any key of the added unit is released. D' = D plus one unit holding `max_keys` keys of
-    count `max_per_key` that no other unit holds; on D those keys are absent, so never released."""
+def own_keys_released(selection, threshold, runs, seed, split=None):
+    """Runs in which any key of the added unit is released. D' = D plus one unit holding keys that no other
+    unit holds, with counts `split` (default: `max_keys` keys of count `max_per_key`); on D those keys are
+    absent, so never released."""
     base = np.array([3, 8, 20])
-    counts = np.concatenate([base, np.full(selection.max_keys, selection.max_per_key)])
+    split = np.full(selection.max_keys, selection.max_per_key) if split is None else np.asarray(split)
+    counts = np.concatenate([base, split])
     rng, hits, chunk = RandomSource(seed), 0, 100_000
     for start in range(0, runs, chunk):
         kept, _ = select_partitions(np.tile(counts, min(chunk, runs - start)), threshold, selection.noise, rng)
@@ -315,6 +317,19 @@ def test_partition_selection_new_keys_audit(selection):
     low, high = clopper_pearson(own_keys_released(selection, tau, runs, 1), runs, 1e-3)
     assert low <= exact <= high and low <= selection.delta
     low, _ = clopper_pearson(own_keys_released(selection, tau - 1, runs, 2), runs, 1e-3)
+    assert low > selection.delta  # power check: one below the threshold
+
+
+@pytest.mark.slow
+def test_partition_selection_with_a_total_row_bound_audit():
+    """A unit's k = 3 rows split among new keys in every way: each split's keys appear w.p. ≤ δ_τ (the
+    threshold is set by the worst split), and one below the threshold the worst split exceeds δ_τ."""
+    selection = gaussian_selection(0.5, SELECTION_DELTA, max_keys=3, max_per_key=3, max_rows=3)
+    runs, tau = 1_000_000, selection.threshold
+    for seed, split in enumerate([[3], [2, 1], [1, 1, 1]], start=3):
+        low, _ = clopper_pearson(own_keys_released(selection, tau, runs, seed, split), runs, 1e-3)
+        assert low <= selection.delta
+    low, _ = clopper_pearson(own_keys_released(selection, tau - 1, runs, 9, [3]), runs, 1e-3)
     assert low > selection.delta  # power check: one below the threshold
 
 
