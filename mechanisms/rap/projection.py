@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from mechanisms.arrays import xp
 from mechanisms.rap.encoding import sparsemax
 from mechanisms.rap.queries import QuerySet
@@ -41,7 +43,13 @@ def relaxed_projection(relaxed, queries: QuerySet, targets, weights, config: Pro
     """
     x = xp()
     targets = x.asarray(targets, dtype=relaxed.dtype)
-    weights = x.asarray(weights, dtype=relaxed.dtype)
+    # Only relative weights matter (Adam's steps do not depend on the loss's scale): weights (and the target
+    # loss) are divided by the largest, so a nearly noiseless measurement cannot overflow the array's dtype.
+    weights = np.asarray(weights, dtype=np.float64)
+    largest = float(weights.max()) if weights.size else 1.0
+    scale = largest if largest > 1.0 else 1.0
+    weights = x.asarray(weights / scale, dtype=relaxed.dtype)
+    target_loss = config.target_loss / scale
     touched = queries.attributes
     m = x.zeros_like(relaxed)
     v = x.zeros_like(relaxed)
@@ -52,7 +60,7 @@ def relaxed_projection(relaxed, queries: QuerySet, targets, weights, config: Pro
     for step in range(1, config.max_iterations + 1):
         checkpoint()
         loss, grad = queries.loss_and_gradient(relaxed, targets, weights)
-        if loss <= config.target_loss:
+        if loss <= target_loss:
             break
         m *= config.beta1
         m += (1 - config.beta1) * grad
