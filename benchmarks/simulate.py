@@ -17,6 +17,7 @@ import numpy as np
 
 from dpsql.backends import Backend
 from dpsql.catalog import Table
+from mechanisms.arrays import to_numpy
 from mechanisms.marginals import Clique
 from mechanisms.measurement import exact_answer, release
 from mechanisms.noise import RandomSource
@@ -39,7 +40,7 @@ def exact(table: Table, workload: Workload, backend: Backend, extra_cliques=()) 
     cliques = {b.attributes(table.domain) for b in workload.blocks} | set(extra_cliques)
     counts = backend.marginals(table, sorted(cliques, key=len))
     answers = {
-        b.name: np.asarray(b.matrix(table.domain).matvec(counts[b.attributes(table.domain)].astype(float)))
+        b.name: to_numpy(b.matrix(table.domain).matvec(counts[b.attributes(table.domain)].astype(float)))
         for b in workload.blocks
     }
     return Truth(counts, answers)

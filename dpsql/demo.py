@@ -20,6 +20,7 @@ from dpsql.backends import DuckDBBackend
 from dpsql.sql.compiler import CompiledQuery, compile_query
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.result import Result, assemble
+from mechanisms.arrays import to_numpy
 
 DASHBOARD = [
     "SELECT COUNT(*) AS people FROM people",
@@ -57,7 +58,7 @@ def true_result(query: CompiledQuery, backend: DuckDBBackend) -> Result:
     answers = []
     for agg in query.aggregates:
         exact = [
-            b.matrix(query.table.domain).matvec(counts[b.attributes(query.table.domain)].astype(float))
+            to_numpy(b.matrix(query.table.domain).matvec(counts[b.attributes(query.table.domain)].astype(float)))
             for b in agg.blocks
         ]
         value = exact[0] if agg.kind != "avg" else agg.average(exact[0], exact[1], 0.5)

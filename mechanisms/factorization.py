@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
+from mechanisms.arrays import to_numpy
 from mechanisms.matrices import Dense
 from mechanisms.interruption import checkpoint
 
@@ -152,7 +153,7 @@ def optimal_factorization(
     then the best found, its error exact and its gap honest. Returns None when
     the rows cannot be put on an exact integer lattice (non-integral entries).
     """
-    rows = np.asarray(rows, dtype=float)
+    rows = np.asarray(to_numpy(rows), dtype=float)
     weights = np.asarray(weights, dtype=float)
     chosen = _basis(rows)
     if chosen.size == 0:
@@ -190,7 +191,7 @@ def optimal_factorization(
     c = c / np.sqrt(np.max(np.sum((c @ basis) ** 2, axis=0)))
     z = sla.solve_triangular(r_mat, projected.T, lower=False).T  # W = Z B
     lattice = _on_lattice(c, basis, z)
-    if lattice is None or not _determines(lattice[0].dense(), rows):
+    if lattice is None or not _determines(to_numpy(lattice[0].dense()), rows):
         return None
     return Factorization(lattice[0], lattice[1], best_lower, len(chosen), iterations)
 

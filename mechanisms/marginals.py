@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
+from mechanisms.arrays import to_numpy
 from mechanisms.domain import Domain
 from mechanisms.matrices import Diagonal, Identity, Matrix, Ones
 from mechanisms.workload import Block
@@ -76,19 +77,19 @@ def expand(domain: Domain, residuals: Mapping[Clique, np.ndarray], clique: Cliqu
 
 
 def _ones_product(f: Matrix, n: int) -> np.ndarray:
-    return np.asarray(f.matvec(np.ones(n)), dtype=float)
+    return np.asarray(to_numpy(f.matvec(np.ones(n))), dtype=float)
 
 
 def _row_dot(f: Matrix, g: Matrix) -> np.ndarray:
     """Row-wise inner products of two factors with the same rows."""
     diagonal = (Identity, Diagonal)
     if isinstance(f, diagonal) and isinstance(g, diagonal):
-        fv = np.ones(f.shape[0]) if isinstance(f, Identity) else np.asarray(f.values)
-        gv = np.ones(g.shape[0]) if isinstance(g, Identity) else np.asarray(g.values)
+        fv = np.ones(f.shape[0]) if isinstance(f, Identity) else to_numpy(f.values)
+        gv = np.ones(g.shape[0]) if isinstance(g, Identity) else to_numpy(g.values)
         return fv * gv
     if isinstance(f, Ones) and isinstance(g, Ones):
         return np.full(f.shape[0], float(f.shape[1]))
-    return np.asarray((f.dense() * g.dense()).sum(axis=1), dtype=float)
+    return np.asarray(to_numpy((f.dense() * g.dense()).sum(axis=1)), dtype=float)
 
 
 def _factor_moments(f: Matrix, g: Matrix, n: int) -> tuple[np.ndarray, np.ndarray]:

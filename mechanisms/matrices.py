@@ -18,7 +18,7 @@ from math import prod
 
 import numpy as np
 
-from mechanisms.arrays import pinv, xp
+from mechanisms.arrays import pinv, to_numpy, xp
 
 # Largest number of entries the default `Matrix.pinv` densifies.
 PINV_DENSE_LIMIT = 1 << 24
@@ -273,14 +273,8 @@ class _AllRangeT(Matrix):
         # cell c receives every range (i, j) with i <= c <= j: difference arrays.
         diff = m.zeros((n + 1, y.shape[1]))
         i, j = (m.asarray(a) for a in self.base._pairs)
-        if m is np:
-            np.add.at(diff, i, y)
-            np.add.at(diff, j + 1, -y)
-        else:  # cupyx scatter_add has the same semantics
-            import cupyx  # type: ignore[import-not-found]
-
-            cupyx.scatter_add(diff, i, y)
-            cupyx.scatter_add(diff, j + 1, -y)
+        m.add.at(diff, i, y)  # CuPy has ufunc.at since v12 (cupyx.scatter_add is deprecated)
+        m.add.at(diff, j + 1, -y)
         return m.cumsum(diff, axis=0)[:n]
 
     def transpose(self) -> Matrix:
@@ -509,9 +503,9 @@ def to_spec(m: Matrix) -> dict:
     if isinstance(m, Ones):
         return {"type": "Ones", "m": m.shape[0], "n": m.shape[1]}
     if isinstance(m, Dense):
-        return {"type": "Dense", "array": np.asarray(m.array, dtype=float).tolist()}
+        return {"type": "Dense", "array": np.asarray(to_numpy(m.array), dtype=float).tolist()}
     if isinstance(m, Diagonal):
-        return {"type": "Diagonal", "values": np.asarray(m.values, dtype=float).tolist()}
+        return {"type": "Diagonal", "values": np.asarray(to_numpy(m.values), dtype=float).tolist()}
     if isinstance(m, Weighted):
         return {"type": "Weighted", "weight": m.weight, "base": to_spec(m.base)}
     if isinstance(m, Product):
@@ -521,7 +515,7 @@ def to_spec(m: Matrix) -> dict:
     if isinstance(m, (Sum, VStack)):
         parts = m.terms if isinstance(m, Sum) else m.blocks
         return {"type": name, "parts": [to_spec(p) for p in parts]}
-    return {"type": "Dense", "array": np.asarray(m.dense(), dtype=float).tolist()}
+    return {"type": "Dense", "array": np.asarray(to_numpy(m.dense()), dtype=float).tolist()}
 
 
 def from_spec(spec: dict) -> Matrix:

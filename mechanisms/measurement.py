@@ -20,6 +20,7 @@ from math import gcd, prod
 
 import numpy as np
 
+from mechanisms.arrays import to_numpy
 from mechanisms.matrices import Diagonal, Identity, Matrix, Ones
 from mechanisms.noise import (
     RandomSource,
@@ -225,7 +226,7 @@ _DENSE_LATTICE_SIZE = 64
 
 def _dense_lattice(f: Matrix) -> tuple[Fraction, np.ndarray]:
     """(lattice step, entries in integer units of it) of a general factor, cached by content."""
-    dense = np.ascontiguousarray(f.dense(), dtype=float)
+    dense = np.ascontiguousarray(to_numpy(f.dense()), dtype=float)
     key = hashlib.sha1(dense.tobytes()).hexdigest() + repr(dense.shape)
     if key not in _DENSE_LATTICE:
         if len(_DENSE_LATTICE) >= _DENSE_LATTICE_SIZE:
@@ -251,8 +252,8 @@ def _factor_entries(f: Matrix) -> np.ndarray:
     if isinstance(f, (Identity, Ones)):
         return np.ones(1)
     if isinstance(f, Diagonal):
-        return np.asarray(f.values, dtype=float)
-    return np.asarray(f.dense(), dtype=float)
+        return np.asarray(to_numpy(f.values), dtype=float)
+    return np.asarray(to_numpy(f.dense()), dtype=float)
 
 
 def _apply_exact(f: Matrix, step: Fraction, t: np.ndarray, axis: int) -> np.ndarray:
@@ -263,13 +264,13 @@ def _apply_exact(f: Matrix, step: Fraction, t: np.ndarray, axis: int) -> np.ndar
         summed = t.sum(axis=axis, keepdims=True)
         return np.repeat(summed, f.shape[0], axis=axis)
     if isinstance(f, Diagonal):
-        units = _integer_units(np.asarray(f.values, dtype=float), step)
+        units = _integer_units(np.asarray(to_numpy(f.values), dtype=float), step)
         shape = [1] * t.ndim
         shape[axis] = -1
         return t * units.reshape(shape)
     own, units = _dense_lattice(f)
     if own != step:  # applied in another term's units
-        units = _integer_units(np.asarray(f.dense(), dtype=float), step)
+        units = _integer_units(np.asarray(to_numpy(f.dense()), dtype=float), step)
     return np.moveaxis(np.tensordot(units, t, axes=([1], [axis])), 0, axis)
 
 

@@ -21,6 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
+from mechanisms.arrays import to_numpy
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Matrix, Sum, Total, Weighted
 
@@ -200,8 +201,8 @@ def _factor_digest(f: Matrix) -> bytes:
     if isinstance(f, Identity):
         return f"I{f.shape[0]}".encode()
     if isinstance(f, Diagonal):
-        return b"D" + np.ascontiguousarray(f.values, dtype=float).tobytes()
-    return b"M" + np.ascontiguousarray(f.dense(), dtype=float).tobytes()
+        return b"D" + np.ascontiguousarray(to_numpy(f.values), dtype=float).tobytes()
+    return b"M" + np.ascontiguousarray(to_numpy(f.dense()), dtype=float).tobytes()
 
 
 @dataclass

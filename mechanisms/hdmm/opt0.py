@@ -97,6 +97,7 @@ def p_identity_objective(theta, v, p: int):
         tc = m.asarray(v.right(t * s)) * s  # ΘC
         c_diag = m.asarray(v.diagonal) * s * s
     else:
+        v = m.asarray(v)
         tc = ((t * s) @ v) * s
         c_diag = m.diagonal(v) * s * s
     tct = tc @ t.T  # ΘCΘᵀ

@@ -196,12 +196,12 @@ def _cross_gram(f: Matrix, g: Matrix) -> np.ndarray:
     if isinstance(f, Identity) and isinstance(g, Identity):
         return np.eye(n)
     if isinstance(f, (Identity, Diagonal)) and isinstance(g, (Identity, Diagonal)):
-        fv = np.ones(n) if isinstance(f, Identity) else np.asarray(f.values, dtype=float)
-        gv = np.ones(n) if isinstance(g, Identity) else np.asarray(g.values, dtype=float)
+        fv = np.ones(n) if isinstance(f, Identity) else np.asarray(to_numpy(f.values), dtype=float)
+        gv = np.ones(n) if isinstance(g, Identity) else np.asarray(to_numpy(g.values), dtype=float)
         return np.diag(fv * gv)
     if isinstance(f, Ones) and isinstance(g, Ones):
         return np.full((n, n), float(f.shape[0]))
-    return np.asarray(f.dense(), dtype=float).T @ np.asarray(g.dense(), dtype=float)
+    return np.asarray(to_numpy(f.dense()), dtype=float).T @ np.asarray(to_numpy(g.dense()), dtype=float)
 
 
 # ---------------------------------------------------------------------------
@@ -222,7 +222,7 @@ class GramOperator:
         return GramOperator(
             w.shape[1],
             lambda x: xp().asarray(w.rmatvec(w.matvec(xp().asarray(x).T)), dtype=float).T,
-            np.asarray(w.column_norms(2), dtype=float),
+            np.asarray(to_numpy(w.column_norms(2)), dtype=float),
         )
 
     @staticmethod

@@ -29,6 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
+from mechanisms.arrays import to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.pgm.estimation import LinearMeasurement
 from mechanisms.pgm.inference import sum_to
@@ -58,7 +59,8 @@ def supported_marginal(
         if m.query is None and set(r) <= set(m.clique):
             c = domain.canonical(m.clique)
             weight = domain.size(r) / (domain.size(c) * m.variance)
-            total += weight * sum_to(np.asarray(m.values, dtype=float).reshape(domain.shape(c)), c, r)
+            table = xp().asarray(m.values, dtype=float).reshape(domain.shape(c))  # sum_to works in xp()
+            total += weight * to_numpy(sum_to(table, c, r))
     return (variance * total).ravel(), variance
 
 

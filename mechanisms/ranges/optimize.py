@@ -411,7 +411,7 @@ class _CrossPlan:
         """K = Σ_k weights_k·Σ_rows f1 f2ᵀ (n × n), so that Σ_k weights_k·X_k = Σ K ∘ (AᵀA)⁻¹."""
         k = np.zeros((self.n, self.n))
         if self.lo.size:
-            r = Ranges(self.n, self.lo, self.hi).dense()
+            r = to_numpy(Ranges(self.n, self.lo, self.hi).dense())
             k += r.T @ ((weights[self.owner] * self.scale)[:, None] * r)
         for item, d in self.diag:
             k[np.diag_indices(self.n)] += weights[item] * d

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechanisms.arrays import xp
+from mechanisms.arrays import to_numpy, xp
 from mechanisms.matrices import Diagonal, Identity, Ones
 from mechanisms.rap.encoding import OneHot
 from mechanisms.rap.evaluation import positions
@@ -112,11 +112,11 @@ class QuerySet:
                 if isinstance(f, Ones):
                     continue  # a total is 1 on every simplex row
                 if a in group:
-                    scale = np.asarray(f.values, dtype=float) if isinstance(f, Diagonal) else np.ones(f.shape[0])
+                    scale = np.asarray(to_numpy(f.values), dtype=float) if isinstance(f, Diagonal) else np.ones(f.shape[0])
                     eye = np.eye(domain.size_of(a))
                     columns.append([self.atom(a, scale[v] * eye[v]) for v in values[:, group.index(a)]])
                 else:
-                    columns.append([self.atom(a, np.asarray(f.dense(), dtype=float).ravel())] * len(rows))
+                    columns.append([self.atom(a, np.asarray(to_numpy(f.dense()), dtype=float).ravel())] * len(rows))
                 slots.append(len(columns) - 1)
             terms.append((float(term.coef), tuple(slots)))
         atoms = np.asarray(columns, dtype=np.int64).T if columns else np.zeros((len(rows), 0), dtype=np.int64)

@@ -21,6 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
+from mechanisms.arrays import to_numpy
 from mechanisms.reconstruction.clique import CliqueLeastSquares
 from mechanisms.domain import Domain
 from mechanisms.marginals import (
@@ -97,7 +98,7 @@ class ResidualLeastSquares:
     def estimate(self, block: Block) -> np.ndarray:
         clique = block.attributes(self.domain)
         x = expand(self.domain, {s: self._residual(s) for s in subsets(clique)}, clique)
-        return np.asarray(block.matrix(self.domain, clique).matvec(x), dtype=float)
+        return np.asarray(to_numpy(block.matrix(self.domain, clique).matvec(x)), dtype=float)
 
     def variance(self, block: Block) -> np.ndarray:
         return row_moments(block, block, self.domain, self.residual_variance)

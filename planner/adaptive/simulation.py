@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from mechanisms.arrays import to_numpy
 from mechanisms.domain import Domain
 from mechanisms.marginals import Clique
 from mechanisms.noise import RandomSource
@@ -92,8 +93,8 @@ def _simulate(
         seconds += time.perf_counter() - started
         total = 0.0
         for b in blocks:
-            truth = b.matrix(domain).matvec(marginal_of(domain, records, b.attributes(domain)))
-            squared = float(np.sum((release.estimator.estimate(b) - truth) ** 2)) * scale**2
+            truth = to_numpy(b.matrix(domain).matvec(marginal_of(domain, records, b.attributes(domain))))
+            squared = float(np.sum((to_numpy(release.estimator.estimate(b)) - truth) ** 2)) * scale**2
             per_block[b.name] += squared / b.num_rows(domain)
             total += b.weight * squared
         if not math.isfinite(total):  # the procedure broke down numerically: it cannot be trusted to win
