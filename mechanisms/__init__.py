@@ -20,7 +20,11 @@ Each module is one concept:
   clears them: Laplace and Gaussian, exact discrete tails);
 - adaptive mechanisms: `aim`, `mst`, `rap`;
 - continual release: `continual/` (time strategies over a stream's windows, causal and
-  offline estimators, the per-emit state of one continual query).
+  offline estimators, the per-emit state of one continual query);
+- local and hybrid trust: `ldp/` (the clients' randomizers, frequency oracles, LDP marginals and
+  ranges, the hybrid model's blend);
+- graphs: `graphs/` (node-DP statistics of growing graphs: degree bounds, projection, their
+  sensitivities over a stream, the seed's synthetic graphs).
 """
 
 from mechanisms.domain import Domain

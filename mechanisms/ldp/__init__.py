@@ -1,0 +1,29 @@
+"""Local differential privacy: per-user randomizers, their aggregators, and the hybrid blend.
+
+The mathematics of the LDP thesis (seeds/001: Ch. 2 frequency oracles, Ch. 4 marginals, Ch. 5
+ranges) and of the hybrid trust model (seeds/000, Ch. 2). Modules:
+
+- `client`: the client side, standard library only (vendorable as one file): `PROTOCOLS`
+  (`rr`, `grr`, `oue`, `sue`, `olh`, `hrr`, `inpht`, `inprr`, `inpps`, `margrr`, `margps`,
+  `marght`, `inpem`, `hh`, `haar`), each with `report(value)` (one JSON row) and the exact
+  `probability(payload, value)`; `main` is the command line (`python -m mechanisms.ldp.client`);
+- `frequency`: frequency oracles' unbiased estimates and exact variances (`Estimate`,
+  `support_estimate`, `hadamard_estimate`, the tallies), `stratified_variance` (users drawing
+  one stratum each) and `fwht`;
+- `marginals`: INPHT, INPRR, INPPS, MARGRR, MARGPS, MARGHT estimates and exact variances of
+  k-way marginals of binary attributes, and INPEM's EM decoding;
+- `ranges`: hierarchical histograms with the thesis' consistency step (`consistent_leaves`)
+  and HaarHRR (`haar_leaves`), with exact range variances;
+- `blender`: the hybrid model's variance-optimal blend of an opt-in (central) estimate and a
+  local one (`blend`), and the hybrid mean estimators' exact errors and weights (KVH, PWH);
+- `simulate`: statistically equivalent simulation of the reports' tallies, for tests and
+  benchmarks.
+"""
+
+from mechanisms.ldp.blender import Blend, MeanSetting, blend, hybrid_mse, kvh_weight
+from mechanisms.ldp.client import PROTOCOLS
+from mechanisms.ldp.frequency import Estimate, hadamard_estimate, stratified_variance, support_estimate
+from mechanisms.ldp.ranges import consistent_leaves, haar_leaves
+
+__all__ = ["PROTOCOLS", "Blend", "Estimate", "MeanSetting", "blend", "consistent_leaves", "haar_leaves",
+           "hadamard_estimate", "hybrid_mse", "kvh_weight", "stratified_variance", "support_estimate"]
