@@ -32,6 +32,13 @@ with ``max_rows_per_unit = k``: neighbouring databases then differ by all rows
 of one unit, each unit keeps at most k rows (chosen in SQL by a keyed hash),
 rows without a unit are dropped, and sensitivities are multiplied by k.
 
+A table of *local-DP reports* (``model = "local"``, ``protocol = "oue"``, ``epsilon = 1``)
+holds one report per user, randomized on the user's device about the user's cell of the
+declared columns (flat index in declaration order, last column fastest): no central
+budget is spent on it, and its answers come from the protocol's unbiased estimator
+(`mechanisms.ldp.answering`). It stores the reports' payload columns: ``value`` (``grr``),
+``bit`` (``rr``) or ``ones`` (a list of cell indices: ``oue``, ``sue``).
+
 A table may also declare its size as public (``rows = 48842``), as census-style
 tables often are. It is planning input only: with it the planner costs AIM and
 RAP by simulation and predicts scan times before any COUNT is released. A wrong
@@ -54,6 +61,8 @@ from dpsql.errors import CatalogError
 from mechanisms.domain import Domain
 
 INTEGER, NUMERIC, CATEGORICAL, KEY = "integer", "numeric", "categorical", "key"
+CENTRAL, LOCAL = "central", "local"  # who randomizes a table's rows: dpsql (central DP) or each user's device
+LOCAL_PROTOCOLS = ("rr", "grr", "oue", "sue")  # frequency oracles a local table's reports may use
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -490,6 +499,9 @@ class Table:
     units_where: str = "TRUE"
     time_column: str | None = None  # a stream: the time each row belongs to (continual queries)
     append_only: bool = False  # rows are only ever added: a unit keeps its first k rows by time
+    model: str = CENTRAL  # LOCAL: the rows are reports randomized on the users' devices
+    protocol: str | None = None  # a local table's frequency oracle (LOCAL_PROTOCOLS)
+    local_epsilon: float | None = None  # ... and the ε each report was randomized with
     domain: Domain = field(init=False)
     _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
 
@@ -510,6 +522,7 @@ class Table:
         rows = self.public_rows
         if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
             raise CatalogError(f"table {self.name!r}: rows (its public size) must be a positive integer")
+        self._check_model()
         if self.time_column is not None and (not isinstance(self.time_column, str) or not self.time_column):
             raise CatalogError(f"table {self.name!r}: time must name the column holding each row's time")
         if not isinstance(self.append_only, bool) or (self.append_only and self.time_column is None):
@@ -534,6 +547,29 @@ class Table:
                 f"declared columns: {', '.join(self.columns)}"
             )
         return found
+
+    def _check_model(self) -> None:
+        if self.model == CENTRAL:
+            if self.protocol is not None or self.local_epsilon is not None:
+                raise CatalogError(f"table {self.name!r}: protocol and epsilon declare a local table (model = \"local\")")
+            return
+        if self.model != LOCAL:
+            raise CatalogError(f"table {self.name!r}: model is \"central\" (default) or \"local\", not {self.model!r}")
+        if self.protocol not in LOCAL_PROTOCOLS:
+            raise CatalogError(f"table {self.name!r}: a local table needs protocol, one of {', '.join(LOCAL_PROTOCOLS)}")
+        epsilon = self.local_epsilon
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < 100:
+            raise CatalogError(f"table {self.name!r}: a local table needs epsilon, the ε of its reports (0 to 100)")
+        if self.unit_column or self.unit_link or self.time_column or any(c.kind == KEY for c in self.columns.values()):
+            raise CatalogError(f"table {self.name!r}: a local table has one report per user: no privacy unit, time "
+                               "or key columns")
+        if self.protocol == "rr" and math.prod(c.size for c in self.columns.values()) != 2:
+            raise CatalogError(f"table {self.name!r}: rr reports one bit: its columns must have 2 cells in all")
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the rows are local-DP reports (answered by the protocol's estimator, nothing charged)."""
+        return self.model == LOCAL
 
     def with_keys(self, released: dict[str, tuple[str, ...]]) -> "Table":
         """This table with the released key sets ({column: keys}) as its key columns' domains."""
@@ -570,6 +606,8 @@ class Table:
         columns = repr([(c.name, c.declaration()) for c in self.columns.values()])
         if self.append_only:  # bounding keeps each unit's first rows by time
             columns += f"; append-only by {self.time_column}"
+        if self.is_local:
+            columns += f"; local reports, {self.protocol} at ε={self.local_epsilon:g}"
         return columns if self.unit is None else f"{columns}; {self.unit.describe()}"
 
     def distinct_units(self, group: tuple[str, ...], where_sql: str) -> "Table":
@@ -609,13 +647,14 @@ class Catalog:
             if name.lower() in out.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
             if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit", "rows",
-                                                           "time", "append_only"}:
+                                                           "time", "append_only", "model", "protocol", "epsilon"}:
                 raise CatalogError(
                     f"table {name!r}: only a [tables.{name}.columns] section, privacy_unit, "
-                    f"max_rows_per_unit, rows, time and append_only are supported"
+                    f"max_rows_per_unit, rows, time, append_only, model, protocol and epsilon are supported"
                 )
             out._declare(name, table.get("columns", {}), table.get("privacy_unit"), table.get("max_rows_per_unit"),
-                         table.get("rows"), table.get("time"), table.get("append_only", False))
+                         table.get("rows"), table.get("time"), table.get("append_only", False),
+                         {k: table[k] for k in ("model", "protocol", "epsilon") if k in table})
         out._resolve_units()
         return out
 
@@ -657,14 +696,17 @@ class Catalog:
     def add_table(
         self, name: str, columns: dict[str, dict], privacy_unit: str | dict | None = None,
         max_rows_per_unit: int | None = None, rows: int | None = None, time: str | None = None,
-        append_only: bool = False,
+        append_only: bool = False, model: str = "central", protocol: str | None = None,
+        epsilon: float | None = None,
     ) -> Table:
         """Declare a protected table from {column: declaration}, optionally with a privacy unit:
         a column name, or {"foreign_key": column, "references": "table.column"} naming a
         protected table declared before, whose unit becomes this table's; `rows` declares
-        the table's size public; `time` and `append_only` declare a stream (continual queries)."""
+        the table's size public; `time` and `append_only` declare a stream (continual queries);
+        `model="local"` with `protocol` and `epsilon` a table of local-DP reports."""
         previous = self.tables.get(name.lower())
-        table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows, time, append_only)
+        local = {"model": model, "protocol": protocol, "epsilon": epsilon} if model != CENTRAL else {}
+        table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows, time, append_only, local)
         try:
             self._resolve_units()
         except CatalogError:
@@ -676,12 +718,15 @@ class Catalog:
         return table
 
     def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any, rows: Any = None,
-                 time: Any = None, append_only: Any = False) -> Table:
+                 time: Any = None, append_only: Any = False, local: dict | None = None) -> Table:
         if not isinstance(columns, dict):
             raise CatalogError(f"table {name!r}: columns must be a table of declarations")
         unit_column, unit_link = parse_unit(name, privacy_unit)
+        local = local or {}
         table = Table(name, {c: parse_column(c, d) for c, d in columns.items()}, unit_column, unit_link,
-                      max_rows_per_unit, rows, time_column=time, append_only=append_only)
+                      max_rows_per_unit, rows, time_column=time, append_only=append_only,
+                      model=local.get("model", CENTRAL), protocol=local.get("protocol"),
+                      local_epsilon=local.get("epsilon"))
         self.tables[name.lower()] = table
         return table
 

@@ -1,4 +1,5 @@
-"""The `dpsql` command line: `dpsql demo`, `shell`, `explain`, `ledger`, `synth`, `continual`, `serve` and `passwd`."""
+"""The `dpsql` command line: `dpsql demo`, `shell`, `explain`, `ledger`, `synth`, `continual`, `ldp-report`, `serve`
+and `passwd`."""
 
 from __future__ import annotations
 
@@ -102,6 +103,12 @@ def _show_ledger(ledger) -> int:
     return 0
 
 
+def _ldp_report(args: argparse.Namespace) -> int:
+    from mechanisms.ldp.client import main as client_main
+
+    return client_main(args.options)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dpsql", description="Differentially private SQL that plans.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -147,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="ledger state file, or a database whose ledger is <DATABASE>.dpsql-state "
                              "(default: the demo database's)")
     ledger.set_defaults(run=_ledger)
+    report = sub.add_parser("ldp-report", add_help=False, help="randomize one user's value under local DP and print "
+                            "the report row (the collecting client: mechanisms/ldp/client.py; --help for its options)")
+    report.add_argument("options", nargs=argparse.REMAINDER)
+    report.set_defaults(run=_ldp_report)
     from dpsql.synth import add_parser as add_synth
 
     add_synth(sub)
@@ -156,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     from dpsql.server import add_parsers as add_server
 
     add_server(sub)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ldp-report"]:  # its options are the client's own (argparse cannot pass `--x` through)
+        return _ldp_report(argparse.Namespace(options=argv[1:]))
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -23,6 +23,9 @@ partition selection (`mechanisms.partition_selection`) scans the keys' bounded c
 keeps those whose noisy count clears the threshold τ, and charges ρ and δ_τ together with
 the key set and the released counts (a measurement of the query over the new domain,
 so asking it again is free).
+
+A table of local-DP reports (`Table.is_local`) spends nothing here: its queries are answered
+from the reports' frequency-oracle estimate (`mechanisms.ldp.answering`), apart from the plan.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from dpsql.ledger import KEYS, Entry, Ledger, Record
 from dpsql.result import Result, aggregate_answers, answered_by, assemble
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
+from mechanisms.ldp.answering import FrequencyOracleAnswers
 from mechanisms.measurement import GAUSSIAN, Measurement, measure
 from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
@@ -183,6 +187,7 @@ class Executor:
         `timed` adds the predicted execution time (for EXPLAIN: its speed calibrations run
         once per machine (`planner.speed_cache`), never on the path of an answer).
         """
+        queries = [q for q in queries if not q.table.is_local]  # local reports are not measured here
         try:
             return self._plan_within(self.deadline(len(queries)), queries, sizing, timed)
         except PlanningCancelled:
@@ -246,6 +251,10 @@ class Executor:
     # --- 2-6. scan, release, answer, charge, keep ------------------------------------------
     def execute(self, queries: list[CompiledQuery], statement: str, sizing: Sizing) -> list[Result]:
         """Plan, measure, answer, and only then charge: one result per query (see the module docstring)."""
+        if any(q.table.is_local for q in queries):
+            central = iter(self.execute([q for q in queries if not q.table.is_local], statement, sizing)
+                           if not all(q.table.is_local for q in queries) else [])
+            return [self.answer_local(q) if q.table.is_local else next(central) for q in queries]
         if sizing.max_rmse is None and sizing.budget and any(
                 blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
             self.check_affordable(sizing.budget)  # what cannot be paid for is refused before it is planned
@@ -329,6 +338,24 @@ class Executor:
         spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
         return f"{spent}; remaining {remaining}"
 
+    # --- local-DP reports -------------------------------------------------------------------
+    def local_answers(self, table: Table) -> FrequencyOracleAnswers:
+        """The frequency-oracle estimate of a local table's reports (tallied again each time: reports arrive)."""
+        support, n = self.backend.report_tally(table)
+        return FrequencyOracleAnswers(table.domain, table.protocol, table.local_epsilon, support, n)
+
+    def answer_local(self, query: CompiledQuery) -> Result:
+        """A query over local-DP reports: the protocol's unbiased estimate and its exact variance; no charge."""
+        table = query.table
+        model = self.local_answers(table)
+        result = assemble(query, aggregate_answers(query, model))
+        result.plan = local_plan(table, model.n)
+        result.answered_by = [model.kind]
+        result.charge_text = (f"no charge: each of the {model.n:,} reports was randomized on its device "
+                              f"({table.protocol} at ε = {table.local_epsilon:g}); remaining "
+                              f"{self.amount(self.ledger.status()[2])}")
+        return result
+
     # --- partition selection --------------------------------------------------------------
     def selection(self, selection: KeySelection, share: float, delta: float) -> PartitionSelection:
         """The calibrated partition selection of `share` (ρ) and δ_τ = `delta` for a table's key column:
@@ -398,4 +425,13 @@ class Executor:
         return result
 
 
-__all__ = ["Executor", "Hooks", "KeyRelease", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]
+def local_plan(table: Table, reports: int | None = None) -> str:
+    """What EXPLAIN says of a query over local-DP reports."""
+    how_many = "" if reports is None else f"{reports:,} "
+    return (f"[{table.name}] local DP: the table holds {how_many}reports randomized on the users' devices with "
+            f"{table.protocol} at ε = {table.local_epsilon:g}; no central budget is charged. Answered by the "
+            "protocol's unbiased histogram estimate (one estimate answers every query, consistently), with the "
+            "exact variance of each answer (its unbiased plug-in)")
+
+
+__all__ = ["Executor", "Hooks", "KeyRelease", "local_plan", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]

@@ -22,7 +22,7 @@ from dpsql.budget import Budget, Sizing, checked
 from dpsql.catalog import KEY, Catalog
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.continual import ContinualQueries
-from dpsql.executor import Executor
+from dpsql.executor import Executor, local_plan
 from dpsql.ledger import Ledger
 from dpsql.result import Result, assemble
 from dpsql.sql.compiler import CompiledQuery, compile_tree, parse_statement
@@ -502,6 +502,9 @@ class Session:
         compiled = self._compile(sql, weight=weight)
         if compiled.selection is not None:
             return self._explain_key_release(compiled.selection)
+        if compiled.table.is_local:
+            text = local_plan(compiled.table)
+            return Result(["plan"], [(text,)], kind="explain", plan=text)
         return self._explain_result(self.executor.plan([compiled], self._sizing(), timed=True))
 
     def _explain_key_release(self, selection) -> Result:

@@ -58,6 +58,9 @@ class Backend(Protocol):
         """Exact counts of the bounded rows meeting `where_sql` per window (`window_sql`, from `first` to
         `last` − 1) and cell of `group` (flat, last column fastest): an array of windows × cells."""
 
+    def report_tally(self, table: Table) -> tuple[np.ndarray, int]:
+        """A local table's reports: how many support each cell of its domain, and how many there are."""
+
     def interrupt(self) -> None:
         """Stop a running scan (called from another thread); may do nothing."""
 
@@ -201,6 +204,20 @@ def window_counts_sql(table: Table, group: tuple[str, ...], where_sql: str, wind
             f" WHERE {where_sql}) AS windowed WHERE w >= {int(first)} AND w < {int(last)} GROUP BY {keys}")
 
 
+# The column a local table's reports keep their payload in, and whether it lists cells (unary encodings).
+REPORT_COLUMNS = {"rr": ("bit", False), "grr": ("value", False), "oue": ("ones", True), "sue": ("ones", True)}
+
+
+def report_tally_sql(table: Table, relation: Relation = quote_identifier) -> str:
+    """Per cell `j` of a local table's domain, the reports supporting it (`n`); cell −1 counts every report."""
+    column, listed = REPORT_COLUMNS[table.protocol]
+    cells = table.domain.size()
+    source = relation(table.name)
+    support = f"UNNEST({quote_identifier(column)})" if listed else quote_identifier(column)
+    return (f"SELECT CAST(j AS BIGINT) AS j, COUNT(*) AS n FROM (SELECT {support} AS j FROM {source}) AS s "
+            f"WHERE j >= 0 AND j < {cells} GROUP BY j UNION ALL SELECT -1 AS j, COUNT(*) AS n FROM {source}")
+
+
 def decode_marginals(
     table: Table, cliques: list[Clique], names: list[str], result: dict[str, np.ndarray]
 ) -> dict[Clique, np.ndarray]:
@@ -274,6 +291,13 @@ class SQLBackend:
                  *(np.asarray(result[b], dtype=np.int64) for b in names))
         np.add.at(out, index, np.asarray(result["n"], dtype=np.int64))
         return out.reshape(last - first, -1)
+
+    def report_tally(self, table: Table) -> tuple[np.ndarray, int]:
+        result = self._run(report_tally_sql(table, self.relation), ["j", "n"], f"tallying the reports of {table.name!r}")
+        cells, counts = np.asarray(result["j"], dtype=np.int64), np.asarray(result["n"], dtype=np.int64)
+        support = np.zeros(table.domain.size(), dtype=np.int64)
+        support[cells[cells >= 0]] = counts[cells >= 0]
+        return support, int(counts[cells == -1].sum())
 
     def dropped_rows(self, table: Table, cap: int) -> int:
         self.check(table, "")
