@@ -136,6 +136,7 @@ class Ledger:
         self.who = who or _user()
         self.limit: float | None = None
         self._status_cache: tuple | None = None  # ((files' signature, limit), status): see `status`
+        self._records_cache: tuple | None = None  # (files' signature, every record): see `records`
         self.opened_version: tuple | None = None  # the version when this ledger's last operation began
         self.written_version: tuple | None = None  # ... and when it ended
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
@@ -173,6 +174,7 @@ class Ledger:
             raise OperationalError(f"no ledger state file at {path!r}")
         ledger = cls.__new__(cls)
         ledger.path, ledger.who, ledger._memory, ledger.limit = path, _user(), None, None
+        ledger._status_cache = ledger._records_cache = None
         with ledger._open() as con:
             try:
                 rows = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchall()
@@ -286,14 +288,20 @@ class Ledger:
 
     def records(self, kind: str, table: str | None = None, prefix: str = "") -> list[tuple[str, str, Any]]:
         """(table, name, payload) of the records of one kind (of one table, names starting with `prefix`),
-        in charge order."""
+        in charge order; read again only when the state files changed (as `status`)."""
+        return [(t, n, p) for k, t, n, p in self._records() if k == kind and n.startswith(prefix)
+                and (table is None or t.lower() == table.lower())]
+
+    def _records(self) -> list[tuple[str, str, str, Any]]:
+        signature = self.version()
+        if signature is not None and self._records_cache is not None and self._records_cache[0] == signature:
+            return self._records_cache[1]
         with self._open() as con:
-            if not _has_records(con):
-                return []
-            rows = con.execute(
-                "SELECT table_name, name, payload FROM dpsql_records WHERE kind = ? AND starts_with(name, ?) "
-                "AND (? IS NULL OR lower(table_name) = lower(?)) ORDER BY seq", [kind, prefix, table, table]).fetchall()
-        return [(t, n, json.loads(p)) for t, n, p in rows]
+            rows = con.execute("SELECT kind, table_name, name, payload FROM dpsql_records ORDER BY seq").fetchall() \
+                if _has_records(con) else []
+        records = [(k, t, n, json.loads(p)) for k, t, n, p in rows]
+        self._records_cache = (signature, records) if signature is not None else None
+        return records
 
     def remaining(self) -> float:
         return self.status()[2]
@@ -337,6 +345,9 @@ class Ledger:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+            state = self._status(con), self._delta_spent(con)
+        if self.written_version is not None:  # the state just left, as `status` would read it
+            self._status_cache = ((self.written_version, self.limit), state)
         return done
 
     def _status_after(self, con, entries: list["Entry"]) -> tuple[float, float, float]:
@@ -392,13 +403,15 @@ class Ledger:
         Made once per state database (256 random bits from `secrets`), kept beside
         the charges, never shown: it only ever goes into the SQL that measures.
         """
-        with self._open() as con:
-            con.execute("CREATE TABLE IF NOT EXISTS dpsql_secret (bounding_key VARCHAR NOT NULL)")
-            row = con.execute("SELECT bounding_key FROM dpsql_secret").fetchone()
-            if row is None:
-                row = (secrets.token_hex(32),)
-                con.execute("INSERT INTO dpsql_secret VALUES (?)", list(row))
-        return row[0]
+        if getattr(self, "_bounding_key", None) is None:  # made once, never changed: read once
+            with self._open() as con:
+                con.execute("CREATE TABLE IF NOT EXISTS dpsql_secret (bounding_key VARCHAR NOT NULL)")
+                row = con.execute("SELECT bounding_key FROM dpsql_secret").fetchone()
+                if row is None:
+                    row = (secrets.token_hex(32),)
+                    con.execute("INSERT INTO dpsql_secret VALUES (?)", list(row))
+            self._bounding_key = row[0]
+        return self._bounding_key
 
     def measurements(self, table: str, signature: str) -> list[Measurement]:
         """Measurements stored for a table under the same catalog declaration."""

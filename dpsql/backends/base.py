@@ -93,8 +93,8 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
 
     Without a privacy unit: the rows that fit the catalog. With one: of those, the rows
     with a unit, at most k per unit: an append-only table's first k by time (a row that
-    arrives later never evicts one already counted), ties and other tables by SHA-256 of
-    (secret key, unit, the bins of every declared column, a key column's raw key:
+    arrives later never evicts one already counted; ties by their bins), other tables' by
+    SHA-256 of (secret key, unit, the bins of every declared column, a key column's raw key:
     `Column.rank_sql`). Rows of a unit with equal bins are interchangeable in every
     marginal, so the kept histogram is the same on every scan and engine. The choice
     depends on the unit's own rows only, so one unit changes any histogram by at most k rows.
@@ -106,8 +106,9 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     parts = [quote_string(key), f"CAST({_UNIT} AS VARCHAR)"]
     parts += [f"CAST({c.rank_sql()} AS VARCHAR)" for c in table.columns.values()]
     order = f"SHA256(CONCAT_WS('|', {', '.join(parts)}))"
-    if table.append_only:  # a stream: the first k rows by time, so a row arriving later never evicts one counted
-        order = f"{quote_identifier(table.time_column)}, {order}"
+    if table.append_only:  # a stream: the first k rows by time (a row arriving later never evicts one counted),
+        # ties by their bins; the unit chooses its rows' times anyway, so no secret order is needed
+        order = ", ".join([quote_identifier(table.time_column), *parts[2:]])
     ranked = (
         f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY {order}) "
         f"AS {_RANK} FROM ({unit_rows_sql(table, relation)}) AS u WHERE {_UNIT} IS NOT NULL"
