@@ -184,3 +184,23 @@ def test_the_duckdb_functions_and_the_command_line_emit(tmp_path, capsys):
     assert main(["continual", "show", "weekly", "--database", path, "--catalog", str(catalog)]) == 0
     shown = capsys.readouterr().out
     assert shown.count("| 2025-01-06 00:00:00 |") == 2 and shown.count("| 2025-01-13 00:00:00 |") == 4  # 2 windows
+
+
+def test_a_scan_ranks_only_the_time_prefix_and_the_units_it_counts_yet_keeps_the_same_rows():
+    """Bounding over rows up to the scan's last window, of units it counts, equals bounding the whole table."""
+    from dpsql.backends.base import bounded_source
+
+    con = duckdb.connect()
+    rng = np.random.default_rng(3)
+    _insert(con, "signups", [(int(u), int(d), "N" if u % 2 else "S")
+                             for u, d in zip(rng.integers(0, 60, 900), rng.integers(0, 140, 900))])
+    table = Catalog.from_toml(CATALOG).get("signups")
+    window = Schedule("signup_time", datetime(2025, 1, 6), 7 * 86400, 20).window_sql()
+    for first, last in [(0, 1), (5, 6), (3, 11), (19, 20)]:
+        fast = DuckDBBackend(con).window_counts(table, ("region",), "TRUE", window, first, last, "key")
+        whole = con.execute(f"SELECT w, region, COUNT(*) FROM (SELECT {window} AS w, region FROM "
+                            f"{bounded_source(table, 'key')}) WHERE w >= {first} AND w < {last} GROUP BY ALL").fetchall()
+        expected = np.zeros_like(fast)
+        for w, region, n in whole:
+            expected[w - first, ["N", "S"].index(region)] = n
+        assert np.array_equal(fast, expected)

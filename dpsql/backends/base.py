@@ -88,7 +88,8 @@ def unit_rows_sql(table: Table, relation: Relation = quote_identifier) -> str:
     return f"SELECT t.*, {previous}.{quote_identifier(unit.column)} AS {_UNIT} FROM ({rows}) AS t {' '.join(joins)}"
 
 
-def bounded_source(table: Table, key: str | None, relation: Relation = quote_identifier) -> str:
+def bounded_source(table: Table, key: str | None, relation: Relation = quote_identifier,
+                   stream: tuple[str, str] | None = None) -> str:
     """FROM-clause SQL of the rows a measurement counts.
 
     Without a privacy unit: the rows that fit the catalog. With one: of those, the rows
@@ -98,6 +99,10 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     `Column.rank_sql`). Rows of a unit with equal bins are interchangeable in every
     marginal, so the kept histogram is the same on every scan and engine. The choice
     depends on the unit's own rows only, so one unit changes any histogram by at most k rows.
+
+    `stream` = (prefix, active), for an append-only table: only rows meeting `prefix` (a time
+    prefix: no later row can rank before them) are ranked, and only units with a row meeting
+    `active` (the rows the scan counts) — the same ranks as over the whole table, for those rows.
     """
     if table.unit is None:
         return f"{relation(table.name)} WHERE {table.fits_sql()}"
@@ -109,9 +114,16 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     if table.append_only:  # a stream: the first k rows by time (a row arriving later never evicts one counted),
         # ties by their bins; the unit chooses its rows' times anyway, so no secret order is needed
         order = ", ".join([quote_identifier(table.time_column), *parts[2:]])
+    rows, within = unit_rows_sql(table, relation), ""
+    if stream is not None:
+        if not table.append_only:
+            raise ProgrammingError(f"table {table.name!r} is not append-only: it is bounded over all its rows")
+        prefix, active = stream
+        within = (f" AND {prefix} AND {_UNIT} IN (SELECT {_UNIT} FROM ({rows}) AS a WHERE {_UNIT} IS NOT NULL "
+                  f"AND {active})")
     ranked = (
         f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY {order}) "
-        f"AS {_RANK} FROM ({unit_rows_sql(table, relation)}) AS u WHERE {_UNIT} IS NOT NULL"
+        f"AS {_RANK} FROM ({rows}) AS u WHERE {_UNIT} IS NOT NULL{within}"
     )
     return f"(SELECT * FROM ({ranked}) AS r WHERE {_RANK} <= {table.unit.bound}) AS bounded"
 
@@ -201,7 +213,10 @@ def window_counts_sql(table: Table, group: tuple[str, ...], where_sql: str, wind
     """Counts of the bounded rows meeting `where_sql` per (window `w`, bins `b0`…) for windows [first, last)."""
     bins = "".join(f", {table.columns[g].bin_sql()} AS b{i}" for i, g in enumerate(group))
     keys = ", ".join(["w", *(f"b{i}" for i in range(len(group)))])
-    return (f"SELECT {keys}, COUNT(*) AS n FROM (SELECT {window_sql} AS w{bins} FROM {bounded_source(table, key, relation)}"
+    counted = f"{window_sql} >= {int(first)} AND {window_sql} < {int(last)}"
+    source = bounded_source(table, key, relation, (f"{window_sql} < {int(last)}", counted)) if table.append_only \
+        and table.unit is not None else bounded_source(table, key, relation)
+    return (f"SELECT {keys}, COUNT(*) AS n FROM (SELECT {window_sql} AS w{bins} FROM {source}"
             f" WHERE {where_sql}) AS windowed WHERE w >= {int(first)} AND w < {int(last)} GROUP BY {keys}")
 
 
