@@ -48,6 +48,13 @@ def _explain(args: argparse.Namespace) -> int:
     import dpsql
 
     with dpsql.connect(args.database, catalog=args.catalog, state=":memory:", epsilon=args.epsilon) as conn:
+        if args.pareto:
+            from dpsql.formatting import render
+
+            front = conn.session.pareto([args.sql], conn.session._sizing(), chart=args.chart)
+            print(render(front, "table"))
+            print("\n".join(front.notes))
+            return 0
         cur = conn.cursor()
         cur.execute(args.sql if args.sql.strip().upper().startswith("EXPLAIN") else "EXPLAIN " + args.sql)
         for (line,) in cur.fetchall():
@@ -145,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     explain.add_argument("sql", help="query or BEGIN WORKLOAD ... END WORKLOAD script")
     explain.add_argument("--epsilon", type=float, default=1.0, help="budget to plan against (default 1)")
     explain.add_argument("--chart", metavar="PNG", help="also draw expected error vs budget to this file")
+    explain.add_argument("--pareto", action="store_true", help="the (ε, expected RMSE) front of the planner's choice "
+                         "and each strategy family instead (with --chart: drawn, PNG or SVG)")
     explain.set_defaults(run=_explain)
     ledger = sub.add_parser("ledger", help="check or list a budget ledger (reads it, changes nothing)")
     ledger.add_argument("action", choices=["verify", "show"],

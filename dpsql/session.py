@@ -47,7 +47,9 @@ from mechanisms.accounting import Amount
 from mechanisms.partition_selection import count_released_with
 from mechanisms.noise import RandomSource
 from mechanisms.workload import Workload
-from planner.chart import draw_chart, error_curves
+from planner.chart import draw_chart, draw_front, error_curves
+from planner.deadline import Deadline
+from planner.pareto import ADAPTIVE_SECONDS, FRONT_COLUMNS, pareto_front
 from planner.plan import TOTAL_SQUARED
 
 DEFAULT_QUERY_EPSILON = 0.1
@@ -336,7 +338,7 @@ class Session:
             self._pending.append(st.sql)
             return []
         if isinstance(st, Explain):
-            return [self.explain(st.sql)]
+            return [self.pareto([st.sql], self._sizing()) if st.pareto else self.explain(st.sql)]
         return [self.query(st.sql, params)]
 
     def _continual(self, st: CreateContinual | Emit | ShowContinual) -> Result:
@@ -451,6 +453,8 @@ class Session:
                 why = selection.table.column(selection.column).not_released()
                 raise NotSupportedError(f"workload query {i}: {why}, outside a workload")
         sizing = self._workload_sizing(begin)
+        if begin.pareto:
+            return [self.pareto(queries, sizing, weights)]
         if begin.explain:
             return [self._explain_result(self.executor.plan(compiled, sizing, timed=True))]
         statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
@@ -475,6 +479,9 @@ class Session:
         if isinstance(st, ShowOption):
             shown = self.show(st.name)
             return Result(shown.columns, [], kind="status", types=shown.types)
+        if isinstance(st, Explain) and st.pareto:
+            return Result(["table", *FRONT_COLUMNS], [], kind="explain",
+                          types=["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"])
         if isinstance(st, Explain):
             return Result(["plan"], [], kind="explain", types=["VARCHAR"])
         if not isinstance(st, Sql) or self._workload is not None:
@@ -528,6 +535,33 @@ class Session:
         lines.append(f"Total cost {self.amount(self.query_share)} and δ = {self.key_delta:g} for the key release; "
                      f"{verdict} the remaining budget {self.amount(remaining)}")
         return Result(["plan"], [(line,) for line in lines], kind="explain", plan="\n".join(lines))
+
+    def pareto(self, queries: list[str], sizing: Sizing, weights: Sequence[float] | None = None,
+               chart: str | None = None) -> Result:
+        """EXPLAIN PARETO: per table, the (ε, expected RMSE) front of the planner's choice and each family (AIM and
+        RAP simulated on public stand-in data where the table's size is public or released); reads no data, spends
+        nothing. `chart` also draws it (PNG or SVG)."""
+        compiled = []
+        for i, text in enumerate(queries, start=1):
+            sql, weight = take_weight(text)
+            weight *= 1.0 if weights is None else checked("weight", weights[i - 1], f"the weight of query {i}")
+            compiled.append(self._compile(sql, label=f"q{i}" if len(queries) > 1 else "", weight=weight))
+            if compiled[-1].selection is not None or compiled[-1].table.is_local:
+                raise NotSupportedError("EXPLAIN PARETO plans measurements: not a key release or local-DP reports")
+        rows, notes = [], []
+        for name, (table, blocks, _) in self.executor.uncovered(compiled, sizing.measure_unmeasured).items():
+            if not blocks:
+                notes.append(f"{name}: every query is answered from earlier measurements (free)")
+                continue
+            front = pareto_front(Workload(table.domain, blocks), None, self.budget_unit.noise, self.budget_unit.delta,
+                                 self.executor.model(table).measurements, table.contribution, sizing.objective,
+                                 self.executor.rows(table), deadline=Deadline(ADAPTIVE_SECONDS, self.cancelled))
+            rows += [(name, *row) for row in front.table()]
+            notes += [f"{name}: {note}" for note in front.notes]
+            if chart is not None:
+                notes.append(f"chart written to {draw_front(front, chart)}")
+        return Result(["table", *FRONT_COLUMNS], rows, kind="explain", notes=notes,
+                      types=["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"])
 
     def chart(self, script: str, path: str) -> str:
         """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""

@@ -11,7 +11,10 @@ block's expected RMSE, the alternatives considered and why this one won.
 - `families/`: the strategy families and their exact costs (how to add one: its docstring);
 - `adaptive/`: AIM and RAP, costed by simulation on public stand-in data;
 - `deadline`: the planning time budget and cancellation;
-- `timing` (predicted execution time), `chart` (error vs budget), `components`.
+- `pareto`: privacy–utility fronts (EXPLAIN PARETO): (ε, expected RMSE) of the planner and each
+  family, exact for linear plans, and of AIM/RAP by Bayesian optimization over their settings on
+  stand-in data; `budget_for_rmse`;
+- `timing` (predicted execution time), `chart` (error vs budget, fronts), `components`.
 """
 
 from planner.deadline import Deadline

@@ -8,6 +8,9 @@ Besides SQL, a script may contain:
   budget: the least budget giving every query that RMSE, in units of its
   sensitivity) and ``objective`` (``total`` or ``max``);
 - ``EXPLAIN <query>`` and ``EXPLAIN BEGIN WORKLOAD ...`` — show the plan, spend nothing;
+  ``EXPLAIN PARETO <query>`` (or ``EXPLAIN PARETO BEGIN WORKLOAD ...``) — the front of
+  (ε, expected RMSE) of the planner's choice and each strategy family (AIM/RAP simulated on
+  public stand-in data where the table's size is known), spending nothing;
 - ``SET dpsql.<setting> = value`` — ``query_epsilon`` / ``query_rho`` (what a new
   query spends), ``max_rmse`` (size new queries by accuracy instead; 0 turns it
   off), ``objective``, ``planning_seconds`` (the planning time budget; 0: none),
@@ -25,7 +28,7 @@ Besides SQL, a script may contain:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dpsql.budget import checked
 from dpsql.errors import ProgrammingError
@@ -79,6 +82,7 @@ def split_statements(script: str) -> list[str]:
 @dataclass(frozen=True)
 class BeginWorkload:
     explain: bool
+    pareto: bool = False
     epsilon: float | None = None
     delta: float | None = None
     rho: float | None = None
@@ -105,6 +109,7 @@ class ShowOption:
 @dataclass(frozen=True)
 class Explain:
     sql: str
+    pareto: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,8 @@ class ShowContinual:
 
 Statement = BeginWorkload | EndWorkload | SetOption | ShowOption | Explain | CreateContinual | Emit | ShowContinual | Sql
 
-_BEGIN = re.compile(r"^(EXPLAIN\s+)?BEGIN\s+WORKLOAD\b\s*(.*)$", re.I | re.S)
+_BEGIN = re.compile(r"^(EXPLAIN\s+(PARETO\s+)?)?BEGIN\s+WORKLOAD\b\s*(.*)$", re.I | re.S)
+_PARETO = re.compile(r"^PARETO\s+(.*)$", re.I | re.S)
 _WITH = re.compile(r"^WITH\s*\((.*)\)\s*$", re.I | re.S)
 _END = re.compile(r"^END\s+WORKLOAD\s*$", re.I)
 _SET = re.compile(r"^SET\s+(?:SESSION\s+)?dpsql\.(\w+)\s*(?:=|TO)\s*(.+?)\s*$", re.I | re.S)
@@ -163,7 +169,7 @@ def classify(statement: str) -> Statement:
     text = statement.strip()
     m = _BEGIN.match(text)
     if m:
-        return _begin(bool(m.group(1)), m.group(2).strip())
+        return replace(_begin(bool(m.group(1)), m.group(3).strip()), pareto=bool(m.group(2)))
     if _END.match(text):
         return EndWorkload()
     m = _SET.match(text)
@@ -188,7 +194,8 @@ def classify(statement: str) -> Statement:
         return ShowOption(name)
     m = _EXPLAIN.match(text)
     if m and not re.match(r"^(ANALYZE|ANALYSE)\b", m.group(1), re.I):
-        return Explain(m.group(1).strip())
+        pareto = _PARETO.match(m.group(1).strip())
+        return Explain(pareto.group(1).strip(), pareto=True) if pareto else Explain(m.group(1).strip())
     if _CONTINUAL_START.match(text):
         return _continual(text)
     m = _EMIT.match(text)
