@@ -82,12 +82,12 @@ def split_statements(script: str) -> list[str]:
 @dataclass(frozen=True)
 class BeginWorkload:
     explain: bool
-    pareto: bool = False
     epsilon: float | None = None
     delta: float | None = None
     rho: float | None = None
     max_rmse: float | None = None
     objective: str | None = None
+    pareto: bool = False
 
 
 @dataclass(frozen=True)
