@@ -48,7 +48,7 @@ from mechanisms.ldp.answering import FrequencyOracleAnswers
 from mechanisms.measurement import GAUSSIAN, Measurement, measure
 from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
-from mechanisms.pgm import GraphicalModel
+from mechanisms.pgm import AutoEstimator, GraphicalModel, GraphicalModelEstimator
 from mechanisms.reconstruction import AnsweringModel, Estimator, LeastSquaresModel
 from mechanisms.workload import Block, Term, Workload
 from planner.adaptive import AIM
@@ -116,6 +116,8 @@ class Executor:
         self.models: dict[str, LeastSquaresModel] = {}
         self._versions: dict[str, tuple | None] = {}  # per table: the ledger version its model was read at
         self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
+        self.estimator = "least_squares"  # SET dpsql.estimator: or "pgm", "auto" (a graphical model over all)
+        self._fitted: dict[str, tuple[int, GraphicalModelEstimator]] = {}  # per table: (measurements, the fit)
 
     # --- what is known ------------------------------------------------------------------
     def model(self, table: Table) -> LeastSquaresModel:
@@ -267,7 +269,7 @@ class Executor:
         text = "\n".join(plan.explain() for _, plan in plans.values())
         results = []
         for q in queries:
-            model = models.get(q.table.name.lower()) or self.answering(q.table)
+            model = self.estimating(q.table, models.get(q.table.name.lower()) or self.answering(q.table))
             result = assemble(q, aggregate_answers(q, model))
             result.plan = text
             result.answered_by = answered_by(q, model)
@@ -277,6 +279,19 @@ class Executor:
             result.charged = total if i == 0 else 0.0
             result.charge_text = self.charge_text(result.charged)
         return results
+
+    def estimating(self, table: Table, model: AnsweringModel):
+        """What answers the table's queries under `estimator`: least squares (and the generative models), or a
+        graphical model over all its measurements (refitted, warm-started, when measurements were added)."""
+        if self.estimator == "least_squares" or not model.exact.measurements:
+            return model
+        key = table.name.lower()
+        count, fitted = self._fitted.get(key, (0, None))
+        if fitted is None or count != len(model.exact.measurements) or fitted.domain != table.domain:
+            warm = fitted.model if fitted is not None and fitted.domain == table.domain else None
+            fitted = GraphicalModelEstimator(table.domain, model.exact.measurements, exact=model.exact, warm_start=warm)
+            self._fitted[key] = (len(model.exact.measurements), fitted)
+        return AutoEstimator(fitted) if self.estimator == "auto" else fitted
 
     def _release(self, table: Table, plan: Plan, statement: str) -> Release:
         """Scan the table and add the plan's noise (an adaptive plan: run its procedure); nothing is shown yet."""

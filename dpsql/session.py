@@ -219,6 +219,8 @@ class Session:
             self.executor.planning_seconds = value
         elif name == "stderr":
             self.stderr_columns = bool(value)
+        elif name == "estimator":
+            self.executor.estimator = str(value)
         elif name == "key_delta":
             if not 0 < value < self.ledger.delta:
                 raise ProgrammingError(f"dpsql.key_delta must be above 0 and below the ledger's δ "
@@ -243,7 +245,8 @@ class Session:
                   "max_rmse": self.max_rmse or 0.0, "objective": self.objective,
                   "planning_seconds": "auto" if self.executor.planning_seconds is None
                   else self.executor.planning_seconds,
-                  "stderr": "on" if self.stderr_columns else "off", "key_delta": self.key_delta}
+                  "stderr": "on" if self.stderr_columns else "off", "key_delta": self.key_delta,
+                  "estimator": self.executor.estimator}
         return Result([f"dpsql.{name}"], [(values[name],)], kind="status")
 
     def _sizing(self) -> Sizing:

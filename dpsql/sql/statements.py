@@ -14,8 +14,10 @@ Besides SQL, a script may contain:
 - ``SET dpsql.<setting> = value`` — ``query_epsilon`` / ``query_rho`` (what a new
   query spends), ``max_rmse`` (size new queries by accuracy instead; 0 turns it
   off), ``objective``, ``planning_seconds`` (the planning time budget; 0: none),
-  ``stderr`` (``on``: each DP column is followed by a ``<column>_stderr`` column) and
-  ``key_delta`` (the δ a release of keys by partition selection spends);
+  ``stderr`` (``on``: each DP column is followed by a ``<column>_stderr`` column),
+  ``key_delta`` (the δ a release of keys by partition selection spends) and ``estimator``
+  (``least_squares``, ``pgm``: a graphical model over all measurements, non-negative; ``auto``:
+  the graphical model's answer where least squares' intervals hold it, else least squares);
 - ``SHOW dpsql.budget`` — total, spent and remaining budget (ε, δ and ρ) and the last
   statement's charge; ``SHOW dpsql.<setting>`` — a setting's value;
 - ``CREATE CONTINUAL QUERY name AS SELECT … EMIT EVERY INTERVAL '7 days' ON time_column
@@ -155,7 +157,9 @@ _CONTINUAL = re.compile(
 _CONTINUAL_START = re.compile(r"^CREATE\s+CONTINUAL\b", re.I)
 _EMIT = re.compile(r"^EMIT\s+(\w+)\s*$", re.I)
 _SHOW_CONTINUAL = re.compile(r"^SHOW\s+CONTINUAL\s+(\w+)\s*$", re.I)
-_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds", "stderr", "key_delta"}
+_OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds", "stderr", "key_delta",
+            "estimator"}
+ESTIMATORS = ("least_squares", "pgm", "auto")
 SHOWABLE = _OPTIONS | {"budget"}
 _SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 OBJECTIVE_NAMES = ("total", "max")
@@ -183,6 +187,11 @@ def classify(statement: str) -> Statement:
             return SetOption(name, _switch(m.group(2), f"dpsql.{name}"))
         if name in ("max_rmse", "planning_seconds") and m.group(2).strip().strip("'").lower() in ("0", "off", "none"):
             return SetOption(name, 0.0)
+        if name == "estimator":
+            value = m.group(2).strip().strip("'").lower()
+            if value not in ESTIMATORS:
+                raise ProgrammingError(f"dpsql.estimator is one of {', '.join(ESTIMATORS)}, not {value!r}")
+            return SetOption(name, value)
         if name == "key_delta":
             return SetOption(name, checked("delta", m.group(2), f"dpsql.{name}"))
         return SetOption(name, checked(name.removeprefix("query_"), m.group(2), f"dpsql.{name}"))
