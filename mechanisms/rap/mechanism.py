@@ -34,6 +34,19 @@ default rule sets c = T·K so that a measured answer has normalized noise
 noise_target = 0.02 was chosen by simulation on domain-shaped synthetic data
 (`planner.adaptive.simulation.synthetic_records`), never on a benchmark dataset; the cap
 of 2048 measured queries keeps a CPU run to minutes (raise it on a GPU).
+
+The r-aware rule. The T·K banding holds for marginals (r = k) only. For r-of-k
+thresholds with r < k, "the only consistent pattern [...] is that RAP achieves its
+minimal present error when the number of adaptive rounds is relatively large and
+the number of selected queries per round of adaptivity is relatively small"
+(Avent 2023, seeds/000 L2846, Fig 4.8; Avent & Korolova 2023, seeds/003 L640; the
+banding for r = k: seeds/000 L2719), on the grid T in {1, 4, 16, 64}, K in {4, 16, 64,
+256} (Table 4.4, seeds/000 L2815-2828; seeds/003 Table 4, L624), at a runtime "up to
+20x" that of r = k (seeds/000 L2865); it states no (T, K) values beyond that. So for
+r < k the rule keeps the same c = T·K (the noise per answer) but splits it the other
+way: K = the grid's smallest (4), T = c / 4 rounds, at most the grid's largest (64),
+K growing past 4 only when c > 256 (c/64 per round then). `tk_rule(..., r=r, k=k)`;
+`run_rap` reads r and k from a threshold workload when `config.r_aware` (the default).
 """
 
 from __future__ import annotations
@@ -52,7 +65,7 @@ from mechanisms.rap.projection import ProjectionConfig, relaxed_projection
 from mechanisms.rap.queries import QuerySet
 from mechanisms.rap.relaxed import RelaxedData
 from mechanisms.rap.top_k import NoisyTopK, exact_scores, gumbel_scale
-from mechanisms.rap.sources import QuerySource
+from mechanisms.rap.sources import QuerySource, ThresholdQueries
 from mechanisms.workload import Block, Term
 from mechanisms.interruption import checkpoint
 
@@ -63,6 +76,8 @@ class RAPConfig:
 
     Each relaxed projection stops once the RMS residual to the noisy answers is
     below `fit` times their noise standard deviation (fitting noise further is moot).
+    `r_aware`: r-of-k thresholds with r < k split T·K into many rounds (at most
+    `many_rounds`) of few queries (`few_per_round`), the seed's finding (module doc).
     """
 
     rounds: int | None = None
@@ -74,16 +89,35 @@ class RAPConfig:
     one_way_fraction: float = 0.1
     fit: float = 0.5
     projection: ProjectionConfig = field(default_factory=ProjectionConfig)
+    r_aware: bool = True
+    few_per_round: int = 4
+    many_rounds: int = 64
 
 
-def tk_rule(rho: float, rows: float, n_queries: int, config: RAPConfig = RAPConfig()) -> tuple[int, int]:
-    """(T, K): explicit values, or c = T·K from the noise target and T = ceil(sqrt(c) / 4).
+# The (T, K) grid of the seed's r-of-k and future-query experiments (Avent 2023, Tables 4.4 and 4.5).
+SEED_ROUNDS = (1, 4, 16, 64)
+SEED_PER_ROUND = (4, 16, 64, 256)
 
-    A given T (or K) is kept and the other is c divided by it. With neither given
-    and c reaching the workload size, every query is measured: (1, |Q|), non-adaptive RAP.
+
+def tk_rule(
+    rho: float,
+    rows: float,
+    n_queries: int,
+    config: RAPConfig = RAPConfig(),
+    r: int | None = None,
+    k: int | None = None,
+) -> tuple[int, int]:
+    """(T, K): explicit values, or c = T·K from the noise target, split by the workload's r and k.
+
+    Marginals and conjunctions (r = k, or r not given): T = ceil(sqrt(c) / 4), few rounds
+    of many queries. r-of-k thresholds with r < k (and config.r_aware): many rounds of
+    few queries, K = config.few_per_round, T = c / K up to config.many_rounds (the seed's
+    grid corner, see the module doc), then K = c / T. A given T (or K) is kept and the
+    other is c divided by it. With neither given and c reaching the workload size, every
+    query is measured: (1, |Q|), non-adaptive RAP.
     """
     if config.rounds is not None and config.per_round is not None:
-        t, k = config.rounds, config.per_round
+        t, per = config.rounds, config.per_round
     else:
         c = int(round(config.noise_target**2 * rho * rows**2))
         c = max(1, min(c, config.max_measured, n_queries))
@@ -93,12 +127,26 @@ def tk_rule(rho: float, rows: float, n_queries: int, config: RAPConfig = RAPConf
             t = max(1, c // config.per_round)
         elif c == n_queries:  # every query gets measured: non-adaptive RAP
             return 1, n_queries
+        elif config.r_aware and r is not None and k is not None and r < k:
+            t = max(1, min(config.many_rounds, c // max(1, config.few_per_round)))
         else:
             t = max(1, ceil(sqrt(c) / 4))
-        k = config.per_round if config.per_round is not None else max(1, c // t)
-    if t < 1 or k < 1 or t * k > n_queries:
-        raise ValueError(f"need T >= 1, K >= 1 and T·K <= |Q| = {n_queries}, got T={t}, K={k}")
-    return t, k
+        per = config.per_round if config.per_round is not None else max(1, c // t)
+    if t < 1 or per < 1 or t * per > n_queries:
+        raise ValueError(f"need T >= 1, K >= 1 and T·K <= |Q| = {n_queries}, got T={t}, K={per}")
+    return t, per
+
+
+def workload_r_of_k(source: QuerySource) -> tuple[int | None, int | None]:
+    """(r, k) of the workload's r-of-k thresholds with the smallest r < k, or (None, None).
+
+    Blocks (conjunctions, marginals) and thresholds with r = k give (None, None): the
+    marginal rule applies. Other predicates than r-of-k are read as (None, None) too.
+    """
+    if not isinstance(source, ThresholdQueries):
+        return None, None
+    below = [(t.r, t.k) for t in source.workload.thresholds if t.r is not None and t.r < t.k]
+    return min(below) if below else (None, None)
 
 
 @dataclass(frozen=True)
@@ -136,10 +184,19 @@ def run_rap(
     rng: RandomSource,
     config: RAPConfig = RAPConfig(),
     rows: float | None = None,
+    attributes: tuple[str, ...] | None = None,
 ) -> RAPResult:
-    """Run RAP under rho-zCDP on the queries of `source`; `rows` is a public row count, if any."""
+    """Run RAP under rho-zCDP on the queries of `source`; `rows` is a public row count, if any.
+
+    `attributes` (default: the workload's) are those whose 1-way marginals are released
+    (with config.one_way_fraction > 0) and which the model then covers: give every
+    attribute of the domain for a model that answers queries outside the workload.
+    """
     if rho <= 0:
         raise ValueError("RAP needs a positive budget")
+    covered = source.attributes
+    if attributes is not None and config.one_way_fraction > 0:
+        covered = source.domain.canonical(set(attributes) | set(source.attributes))
     clock = {"prepare": 0.0, "select": 0.0, "measure": 0.0, "project": 0.0}
     start = time.perf_counter()
     total = rho
@@ -149,9 +206,9 @@ def run_rap(
     fit = _Fit(encoding, rows, source.bounded)
     one_way, one_way_variance = {}, 0.0
     if config.one_way_fraction > 0:
-        one_way, one_way_variance = _one_way(source, counts, rho * config.one_way_fraction, rng, fit)
+        one_way, one_way_variance = _one_way(covered, counts, rho * config.one_way_fraction, rng, fit)
         rho *= 1 - config.one_way_fraction
-    t_rounds, k = tk_rule(rho, rows, source.n_queries, config)
+    t_rounds, k = tk_rule(rho, rows, source.n_queries, config, *workload_r_of_k(source))
     adaptive = k < source.n_queries
     share = rho / (t_rounds * (2 * k if adaptive else k))  # per pick and per answer
     noise = calibrate(GAUSSIAN, 1.0, share)
@@ -183,7 +240,7 @@ def run_rap(
         np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=float), noise.variance, one_way,
         one_way_variance, rows, rows_variance, total, t_rounds, k,
     )
-    model = RelaxedData(source.domain, relaxed, rows, noise.variance, source.attributes, rows_variance)
+    model = RelaxedData(source.domain, relaxed, rows, noise.variance, covered, rows_variance)
     return RAPResult(release, model, clock)
 
 
@@ -208,9 +265,8 @@ class _Fit:
         relaxed_projection(relaxed, self.queries, self.targets, reference_variance / self.variances, config)
 
 
-def _one_way(source: QuerySource, counts: CountSource, rho: float, rng: RandomSource, fit: _Fit):
-    """Release the 1-way marginals of the workload's attributes (L2 sensitivity 1 each, rho / d each)."""
-    attributes = source.attributes
+def _one_way(attributes: tuple[str, ...], counts: CountSource, rho: float, rng: RandomSource, fit: _Fit):
+    """Release the 1-way marginals of `attributes` (L2 sensitivity 1 each, rho / d each)."""
     cal = calibrate(GAUSSIAN, 1.0, rho / len(attributes))
     marginals = counts.marginals([(a,) for a in attributes])
     out = {}

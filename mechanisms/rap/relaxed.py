@@ -14,9 +14,21 @@ sensitivity s: s²σ²), plus the contribution (answer / n̂)² Var(n̂) of an
 estimated row count. It is an estimate, not a bound: benchmarks report how it
 compares with realized errors. Covariances between different blocks are
 reported as 0. `sample` draws categorical synthetic rows by randomized rounding.
+
+Persistence (`spec` / `RelaxedData.from_spec`): a JSON-able dict holding the domain
+(attributes and sizes, in order), the covered attributes, n̂, Var n̂, the per-answer
+error variance, and D' itself: n' x d' floats, row-major, in IEEE 754 little-endian
+binary32 ("float32", exact: the model answers identically after a round trip) or
+binary16 ("float16", half the size, relative rounding 2^-11), zlib-compressed
+(level 9, deterministic) and base64-encoded. Sparsemax leaves many exact zeros in D',
+which the compression takes out.
 """
 
 from __future__ import annotations
+
+import base64
+import math
+import zlib
 
 import numpy as np
 
@@ -66,6 +78,11 @@ def block_answers(relaxed, encoding: OneHot, block: Block):
     return out
 
 
+SPEC_KIND = "rap-relaxed"
+SPEC_VERSION = 1
+PRECISIONS = {"float32": "<f4", "float16": "<f2"}
+
+
 class RelaxedData:
     """An `Estimator` over blocks on `attributes`, from RAP's relaxed synthetic data."""
 
@@ -102,6 +119,49 @@ class RelaxedData:
         if first.fingerprint(self.domain) == second.fingerprint(self.domain):
             return self.variance(first)
         return np.zeros(first.num_rows(self.domain))
+
+    def spec(self, precision: str = "float32") -> dict:
+        """A JSON-able description from which `from_spec` rebuilds this model (see the module doc)."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        values = np.ascontiguousarray(to_numpy(self.relaxed), dtype=PRECISIONS[precision])
+        return {
+            "kind": SPEC_KIND,
+            "version": SPEC_VERSION,
+            "domain": {"attributes": list(self.domain.attributes), "sizes": [int(n) for n in self.domain.sizes]},
+            "attributes": list(self.attributes),
+            "rows": self.rows,
+            "rows_variance": self.rows_variance,
+            "error_variance": self.error_variance,
+            "shape": [int(n) for n in values.shape],
+            "precision": precision,
+            "relaxed": base64.b64encode(zlib.compress(values.tobytes(), 9)).decode("ascii"),
+        }
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "RelaxedData":
+        """The model a `spec()` describes (checked: kind, version, shape against the domain, finite values)."""
+        if spec.get("kind") != SPEC_KIND or spec.get("version") != SPEC_VERSION:
+            raise ValueError(f"not a version-{SPEC_VERSION} {SPEC_KIND!r} spec")
+        domain = Domain(tuple(spec["domain"]["attributes"]), tuple(int(n) for n in spec["domain"]["sizes"]))
+        precision = spec["precision"]
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}")
+        n_rows, width = (int(n) for n in spec["shape"])
+        if width != sum(domain.sizes) or n_rows < 1:
+            raise ValueError(f"relaxed data of shape {spec['shape']} does not fit a domain of width {sum(domain.sizes)}")
+        dtype = np.dtype(PRECISIONS[precision])
+        raw = zlib.decompress(base64.b64decode(spec["relaxed"], validate=True))
+        if len(raw) != n_rows * width * dtype.itemsize:
+            raise ValueError("the relaxed data's length does not match its shape")
+        values = np.frombuffer(raw, dtype=dtype).reshape(n_rows, width).astype(np.float32)
+        numbers = (spec["rows"], spec["rows_variance"], spec["error_variance"])
+        if not np.isfinite(values).all() or not all(math.isfinite(float(v)) for v in numbers):
+            raise ValueError("the spec holds non-finite numbers")
+        return cls(
+            domain, xp().asarray(values), float(spec["rows"]), float(spec["error_variance"]),
+            tuple(spec["attributes"]), float(spec["rows_variance"]),
+        )
 
     def sample(self, per_row: int, seed: int) -> np.ndarray:
         """Randomized rounding: `per_row` categorical records drawn from each relaxed row.

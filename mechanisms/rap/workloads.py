@@ -42,6 +42,14 @@ class Threshold:
     def k(self) -> int:
         return len(self.attributes)
 
+    @property
+    def r(self) -> int | None:
+        """r if the predicate is the r-of-k threshold (r = k: a conjunction), else None."""
+        for r in range(1, self.k + 1):
+            if self.function == BooleanFunction.threshold(self.k, r):
+                return r
+        return None
+
 
 class ThresholdWorkload:
     """All consistent queries of a list of thresholds over `domain`, addressed by global id."""
