@@ -478,14 +478,14 @@ class SampledMarginal(MarginalProtocol):
 
 
 @dataclasses.dataclass(frozen=True)
-class MarginalRR(SampledMarginal):
-    """`margrr`: ε/2-RR on each of the sampled marginal's 2^k cells (SUE)."""
+class _OracleMarginal(SampledMarginal):
+    """A sampled marginal whose cell is reported by a frequency oracle over its 2^k cells (`oracle_class`)."""
 
-    name: ClassVar[str] = "margrr"
+    oracle_class: ClassVar[type]
 
     @property
-    def oracle(self) -> SymmetricUnaryEncoding:
-        return SymmetricUnaryEncoding(self.epsilon, 1 << self.order)
+    def oracle(self) -> Protocol:
+        return self.oracle_class(self.epsilon, 1 << self.order)
 
     def cell_report(self, cell, beta, rng):
         return self.oracle.randomize(cell, rng)
@@ -495,20 +495,19 @@ class MarginalRR(SampledMarginal):
 
 
 @dataclasses.dataclass(frozen=True)
-class MarginalPS(SampledMarginal):
+class MarginalRR(_OracleMarginal):
+    """`margrr`: ε/2-RR on each of the sampled marginal's 2^k cells (SUE)."""
+
+    name: ClassVar[str] = "margrr"
+    oracle_class: ClassVar[type] = SymmetricUnaryEncoding
+
+
+@dataclasses.dataclass(frozen=True)
+class MarginalPS(_OracleMarginal):
     """`margps`: GRR of the record's cell among the sampled marginal's 2^k cells."""
 
     name: ClassVar[str] = "margps"
-
-    @property
-    def oracle(self) -> DirectEncoding:
-        return DirectEncoding(self.epsilon, 1 << self.order)
-
-    def cell_report(self, cell, beta, rng):
-        return self.oracle.randomize(cell, rng)
-
-    def cell_probability(self, payload, cell, beta):
-        return self.oracle.probability(payload, cell)
+    oracle_class: ClassVar[type] = DirectEncoding
 
 
 @dataclasses.dataclass(frozen=True)
