@@ -422,14 +422,14 @@ class InputHadamard(MarginalProtocol):
 
 
 @dataclasses.dataclass(frozen=True)
-class InputRR(RecordProtocol):
-    """`inprr`: ε/2-RR on every one of the 2^d cells of the one-hot record (Thm 3): SUE over 2^d."""
+class _OracleRecord(RecordProtocol):
+    """A whole record (one of 2^d cells) reported by a frequency oracle over the cells (`oracle_class`)."""
 
-    name: ClassVar[str] = "inprr"
+    oracle_class: ClassVar[type]
 
     @property
-    def oracle(self) -> SymmetricUnaryEncoding:
-        return SymmetricUnaryEncoding(self.epsilon, 1 << self.attributes)
+    def oracle(self) -> Protocol:
+        return self.oracle_class(self.epsilon, 1 << self.attributes)
 
     def randomize(self, value, rng):
         return self.oracle.randomize(value, rng)
@@ -439,20 +439,19 @@ class InputRR(RecordProtocol):
 
 
 @dataclasses.dataclass(frozen=True)
-class InputPS(RecordProtocol):
+class InputRR(_OracleRecord):
+    """`inprr`: ε/2-RR on every one of the 2^d cells of the one-hot record (Thm 3): SUE over 2^d."""
+
+    name: ClassVar[str] = "inprr"
+    oracle_class: ClassVar[type] = SymmetricUnaryEncoding
+
+
+@dataclasses.dataclass(frozen=True)
+class InputPS(_OracleRecord):
     """`inpps`: preferential sampling (GRR) of the record's cell among all 2^d (Thm 4)."""
 
     name: ClassVar[str] = "inpps"
-
-    @property
-    def oracle(self) -> DirectEncoding:
-        return DirectEncoding(self.epsilon, 1 << self.attributes)
-
-    def randomize(self, value, rng):
-        return self.oracle.randomize(value, rng)
-
-    def probability(self, payload, value):
-        return self.oracle.probability(payload, value)
+    oracle_class: ClassVar[type] = DirectEncoding
 
 
 @dataclasses.dataclass(frozen=True)
