@@ -131,11 +131,17 @@ class Server:
     def serve_forever(self) -> None:
         """Accept clients until `stop` (each in a thread of its own)."""
         assert self._listener is not None, "bind() first"
+        # Accept polls: a signal the kernel delivers to another thread (DuckDB's, say) does not interrupt
+        # this thread's accept(), and Python runs the handler (`stop`) only when this thread runs again.
+        self._listener.settimeout(_ACCEPT_POLL_SECONDS)
         while not self._stopping.is_set():
             try:
                 sock, address = self._listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 break
+            sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 full = len(self._clients) >= self.profile.server.max_connections
@@ -172,6 +178,9 @@ class Server:
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+_ACCEPT_POLL_SECONDS = 0.5
 
 
 def _refuse(sock: socket.socket, sqlstate: str, text: str) -> None:
