@@ -117,7 +117,7 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
         rho=budget.get("rho"), query_epsilon=query_epsilon if query_epsilon is not None or query_rho is not None
         else budget.get("query_epsilon"), query_rho=query_rho if query_rho is not None else budget.get("query_rho"),
         state=profile.ledger, seed=None, dialect=dialect, read_only=profile.read_only, user=who.name,
-        engine=profile.engine,
+        engine=profile.engine, key_delta=budget.get("key_delta"),
         workspace=profile.workspace, allowance=(who.epsilon, who.rho),
         owner_files=[profile.path, *([profile.log] if profile.log else [])], output_dir=profile.output_dir,
         confined=True,
@@ -141,7 +141,7 @@ def _open(
     database: str, *, catalog, epsilon, delta, rho, query_epsilon, query_rho, state, seed, dialect, read_only, user,
     con=None, backend: str | Backend = "duckdb", spark: Any = None, engine: dict | None = None,
     workspace: dict | None = None, allowance: tuple[float | None, float | None] = (None, None),
-    owner_files: list = (), output_dir: Path | None = None, confined: bool = False,
+    owner_files: list = (), output_dir: Path | None = None, confined: bool = False, key_delta: float | None = None,
 ) -> "Connection":
     for name, value in (("epsilon", epsilon), ("rho", rho), ("query_epsilon", query_epsilon), ("query_rho", query_rho),
                         ("delta", delta)):
@@ -170,7 +170,7 @@ def _open(
     session = Session(
         Workspace(DataTables(data.cursor(), names), names, workspace), catalog, ledger,
         measurer or DuckDBBackend(data), query_epsilon=query_epsilon, query_rho=query_rho, seed=seed,
-        dialect=dialect,
+        dialect=dialect, key_delta=key_delta, analyst=confined,
     )
     owned = [*_database_files(data), state_path, *([catalog.path] if catalog.path else []), *owner_files]
     return Connection(session, data if con is None else None, OutputFiles(owned, output_dir, confined))

@@ -209,12 +209,29 @@ class Ledger:
                 self.written_version = self.version()  # still under the lock: exactly the state just left
 
     # --- budget ---------------------------------------------------------------------
-    @staticmethod
-    def _spent(con, who: str | None = None) -> float:
-        """Everything charged, or `who`'s charges."""
+    def _spent(self, con, who: str | None = None, more_delta: float = 0.0) -> float:
+        """Everything charged, or what `who` spent: their charges and the capacity their key releases took
+        (and a release of `more_delta` would take)."""
         if who is None:
             return float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger").fetchone()[0])
-        return float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger WHERE who = ?", [who]).fetchone()[0])
+        mine = float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger WHERE who = ?", [who]).fetchone()[0])
+        return mine + self._capacity_taken(con, who, more_delta)
+
+    def _capacity_taken(self, con, who: str, more: float = 0.0) -> float:
+        """The capacity (ledger unit) that `who`'s key releases removed from everyone, and `more` δ would:
+        each release's δ lowers the capacity by capacity(δ spent before it) − capacity(δ spent after it).
+        That loss counts against the releasing analyst's own limit, so one analyst's key releases cannot
+        spend the budget the others were allowed."""
+        if not _has_records(con):
+            return self.capacity(0.0) - self.capacity(more) if more else 0.0
+        rows = con.execute("SELECT r.delta, l.who FROM dpsql_records r JOIN dpsql_ledger l USING (seq) "
+                           "WHERE r.delta > 0 ORDER BY r.seq").fetchall()
+        taken, before = 0.0, 0.0
+        for delta, by in [*rows, (more, who)]:
+            if by == who and delta:
+                taken += self.capacity(before) - self.capacity(before + delta)
+            before += delta
+        return taken
 
     def spent(self) -> float:
         """Everything charged to the ledger, by anyone."""
@@ -362,11 +379,11 @@ class Ledger:
         delta = sum(e.record.delta for e in entries if e.record is not None)
         if not delta:
             return self._status(con)
-        total, spent, _ = self._status(con)
-        capacity = self.capacity(self._delta_spent(con) + delta)
-        whose = total if self.limit is not None else capacity
-        mine = self._spent(con, self.who) if self.limit is not None else spent
-        return whose, mine, max(min(whose - mine, capacity - self._spent(con)), 0.0)
+        spent, capacity = self._spent(con), self.capacity(self._delta_spent(con) + delta)
+        if self.limit is None:
+            return capacity, spent, max(capacity - spent, 0.0)
+        mine = self._spent(con, self.who, delta)
+        return self.limit, mine, max(min(self.limit - mine, capacity - spent), 0.0)
 
     def check_delta(self, cost: float, delta: float) -> None:
         """Raise BudgetExceededError if `cost` does not fit in what remains once `delta` more is spent."""

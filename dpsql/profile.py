@@ -18,6 +18,7 @@ output_dir = "exports"             # optional: the only directory shells may rea
 epsilon = 10                       # or rho = ...
 delta = 1e-9                       # 0: pure ε-DP
 query_epsilon = 0.1                # default share of each new query
+key_delta = 1e-10                  # the δ one release of keys spends (default: δ / 10)
 
 [engine]                           # DuckDB settings of the database the scans run in
 threads = 4
@@ -50,7 +51,7 @@ from dpsql.errors import ProfileError, ProgrammingError
 
 _SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server"}
 _DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir"}
-_BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho"}
+_BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho", "key_delta"}
 _ANALYST_KEYS = {"epsilon", "rho", "password"}
 _SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections", "workers"}
 
@@ -134,7 +135,8 @@ class Profile:
 
         budget = _section(spec, "budget")
         _known(budget, _BUDGET_KEYS, "[budget]")
-        checked_budget = {k: _amount(k.removeprefix("query_"), v, f"[budget] {k}") for k, v in budget.items()}
+        checked_budget = {k: _amount(k.removeprefix("query_").removeprefix("key_"), v, f"[budget] {k}")
+                          for k, v in budget.items()}
         analysts = {}
         for name, entry in _section(spec, "analysts").items():
             if not isinstance(entry, dict):

@@ -119,6 +119,8 @@ class Session:
         query_rho: float | None = None,
         seed: int | None = None,
         dialect: str = "duckdb",
+        key_delta: float | None = None,
+        analyst: bool = False,
     ):
         self.workspace = workspace
         self.declared = catalog  # as the owner declared it; `catalog` adds the key sets released since
@@ -132,7 +134,10 @@ class Session:
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
         self.stderr_columns = False  # SET dpsql.stderr = on: a `<column>_stderr` column after each DP column
+        self.analyst = analyst  # an analyst's session (from a profile): the owner's settings are fixed
         self.key_delta = ledger.delta / KEY_DELTA_SHARE  # what one release of keys spends of δ
+        if key_delta is not None:
+            self._set_key_delta(key_delta)
         self.last_charge = 0.0  # what the last statement that read protected data charged
         self._workload: BeginWorkload | None = None
         self._pending: list[str] = []
@@ -222,12 +227,18 @@ class Session:
         elif name == "estimator":
             self.executor.estimator = str(value)
         elif name == "key_delta":
-            if not 0 < value < self.ledger.delta:
-                raise ProgrammingError(f"dpsql.key_delta must be above 0 and below the ledger's δ "
-                                       f"({self.ledger.delta:g}), got {value:g}")
-            self.key_delta = value
+            if self.analyst:
+                raise ProgrammingError("dpsql.key_delta is the data owner's setting: the profile's [budget] "
+                                       "key_delta fixes it")
+            self._set_key_delta(value)
         else:
             self.objective = str(value)
+
+    def _set_key_delta(self, value: float) -> None:
+        if not 0 < value < self.ledger.delta:
+            raise ProgrammingError(f"dpsql.key_delta must be above 0 and below the ledger's δ "
+                                   f"({self.ledger.delta:g}), got {value:g}")
+        self.key_delta = value
 
     def show(self, name: str) -> Result:
         """`SHOW dpsql.<name>`: the budget (total, spent, remaining, the last charge) or a setting."""

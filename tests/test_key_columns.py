@@ -175,6 +175,57 @@ def test_show_budget_and_key_delta(database, tmp_path):
         cur.execute("SET dpsql.key_delta = 1e-5")
 
 
+def _profile(database, tmp_path, key_delta=""):
+    (tmp_path / "catalog.toml").write_text(CATALOG)
+    (tmp_path / "p.toml").write_text(f"""
+[data]
+database = "{database}"
+catalog = "catalog.toml"
+ledger = "ledger.duckdb"
+[budget]
+epsilon = 1.0
+delta = 1e-6
+query_epsilon = 0.2
+{key_delta}
+[analysts.alice]
+epsilon = 0.5
+[analysts.bob]
+""")
+    return str(tmp_path / "p.toml")
+
+
+def test_an_analyst_cannot_choose_the_delta_of_key_releases(database, tmp_path):
+    conn = dpsql.connect(profile=_profile(database, tmp_path, "key_delta = 3e-7"), analyst="bob")
+    assert _rows(conn.cursor(), "SHOW dpsql.key_delta") == [(3e-7,)]
+    with pytest.raises(ProgrammingError, match="data owner's setting"):
+        conn.cursor().execute("SET dpsql.key_delta = 9e-7")
+    assert conn.session.ledger.spent() == 0
+
+
+def test_the_capacity_a_key_release_takes_counts_against_the_releasing_analyst(database, tmp_path):
+    """δ spent on keys lowers everyone's capacity; the analyst who released them pays that loss from
+    their own limit, so their key releases cannot spend budget other analysts were allowed."""
+    path = _profile(database, tmp_path, "key_delta = 5e-7")
+    alice = dpsql.connect(profile=path, analyst="alice")
+    alice.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    ledger = alice.session.ledger
+    full = ledger.capacity(0.0)
+    lost = full - ledger.capacity(5e-7)
+    assert lost > 0.05 * full  # half of δ spent: a real loss, not rounding
+    limit, mine, remaining = ledger.status()
+    charged = ledger.spent()
+    assert mine == pytest.approx(charged + lost)
+    assert remaining == pytest.approx(limit - charged - lost)
+    bob = dpsql.connect(profile=path, analyst="bob")  # no own limit: the ledger's, less what alice took
+    total, spent, left = bob.session.ledger.status()
+    assert total == pytest.approx(full - lost) and left == pytest.approx(full - lost - charged)
+    # a second release is refused when the capacity it would take does not fit in alice's limit
+    ledger.limit = charged + lost + 0.5 * lost
+    ledger.check(0.1 * lost)
+    with pytest.raises(BudgetExceededError, match="alice's budget"):
+        ledger.check_delta(0.1 * lost, 4e-7)
+
+
 def test_a_tampered_key_set_breaks_the_chain(database, tmp_path):
     conn = _connect(database, tmp_path)
     conn.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
