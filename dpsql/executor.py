@@ -40,7 +40,7 @@ from dpsql.backends.scan_speed import duckdb_scan_speed
 from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog, Table
 from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError, ProgrammingError
-from dpsql.ledger import KEYS, Entry, Ledger, Record
+from dpsql.ledger import KEYS, MODEL, Entry, Ledger, Record, model_record
 from dpsql.result import Result, aggregate_answers, answered_by, assemble
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
@@ -49,6 +49,7 @@ from mechanisms.measurement import GAUSSIAN, Measurement, measure
 from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import AutoEstimator, GraphicalModel, GraphicalModelEstimator
+from mechanisms.rap import RelaxedData
 from mechanisms.reconstruction import AnsweringModel, Estimator, LeastSquaresModel
 from mechanisms.workload import Block, Term, Workload
 from planner.adaptive import AIM
@@ -116,6 +117,7 @@ class Executor:
         self.models: dict[str, LeastSquaresModel] = {}
         self._versions: dict[str, tuple | None] = {}  # per table: the ledger version its model was read at
         self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
+        self._models_seen: dict[str, tuple[str, ...]] = {}  # per table: the ledger's models `generative` holds
         self.estimator = "least_squares"  # SET dpsql.estimator: or "pgm", "auto" (a graphical model over all)
         self._fitted: dict[str, tuple[int, GraphicalModelEstimator]] = {}  # per table: (measurements, the fit)
 
@@ -134,21 +136,27 @@ class Executor:
         return self.models[key]
 
     def answering(self, table: Table) -> AnsweringModel:
-        """Least squares over the measurements, then the table's generative models (AIM, RAP)."""
+        """Least squares over the measurements, then the table's generative models (AIM, RAP): read again
+        when a model was released since (by any connection)."""
         key = table.name.lower()
-        if key not in self.generative:
+        released = self._released_models(table)
+        if key not in self.generative or self._models_seen.get(key) != released:
             self.generative[key] = self._stored_generative(table)
+            self._models_seen[key] = released
         return AnsweringModel(self.model(table), self.generative[key])
 
-    def _stored_generative(self, table: Table) -> list[Estimator]:
-        """The graphical model of earlier AIM/MST releases on the table, refitted from the ledger's marginals.
+    def _released_models(self, table: Table) -> tuple[str, ...]:
+        return tuple(name for _, name, _ in self.ledger.records(MODEL, table.name))
 
-        (Post-processing of stored measurements. RAP's relaxed data lives only in the session that ran it.)
-        """
-        if not any(c.table == table.name and c.detail in _REFITTED for c in self.ledger.charges()):
-            return []
-        marginals = [m for m in self.model(table).measurements if m.is_marginal and m.clique]
-        return [GraphicalModel.fit(table.domain, marginals)] if marginals else []
+    def _stored_generative(self, table: Table) -> list[Estimator]:
+        """The graphical model of earlier AIM/MST releases on the table, refitted from the ledger's marginals,
+        and the relaxed data of earlier RAP releases, as stored (post-processing of what was released)."""
+        models: list[Estimator] = []
+        if any(c.table == table.name and c.detail in _REFITTED for c in self.ledger.charges()):
+            marginals = [m for m in self.model(table).measurements if m.is_marginal and m.clique]
+            models += [GraphicalModel.fit(table.domain, marginals)] if marginals else []
+        relaxed = (RelaxedData.from_spec(spec) for spec in self.ledger.models(table.name, table.signature()))
+        return models + [m for m in relaxed if m.domain == table.domain]
 
     def bounding_key(self, table: Table) -> str | None:
         """The ledger's secret bounding key for a table with a privacy unit (None: row-level table)."""
@@ -299,7 +307,8 @@ class Executor:
             run = plan.adaptive
             self.answering(table)  # loads earlier generative models before this release joins the ledger
             released = run.procedure.run(
-                table.domain, list(run.blocks), run.share, lambda cliques: self.backend.marginals(table, cliques),
+                table.domain, list(run.blocks), run.share,
+                lambda cliques: self.backend.marginals(table, cliques, self.bounding_key(table)),
                 self.rng, self.rows(table), self.hooks.progress,
             )
             return Release(table, plan.cost, statement, released.measurements, released.estimator,
@@ -324,14 +333,22 @@ class Executor:
             return
         if self.hooks.before_charge is not None:
             self.hooks.before_charge()  # the last point a statement can be cancelled: nothing charged yet
-        self.ledger.charge_all([Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements,
-                                      r.detail) for r in releases])
+        self.ledger.charge_all([self._entry(r) for r in releases])
         for r in releases:
             key = r.table.name.lower()
             model = (models or {}).get(key) or self._with(r.table, r.measurements, r.estimator)
             self.models[key], self.generative[key] = model.exact, model.generative
             if self._versions.get(key) == self.ledger.opened_version:
                 self._versions[key] = self.ledger.written_version  # nobody else wrote: the model is current
+                self._models_seen[key] = self._released_models(r.table)
+
+    @staticmethod
+    def _entry(release: Release) -> Entry:
+        """A release's ledger entry; a generative model no later session could refit from the measurements
+        (RAP's relaxed data) is kept with it, so it answers free in any session."""
+        r = release
+        record, model = model_record(r.estimator.spec()) if isinstance(r.estimator, RelaxedData) else (None, None)
+        return Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements, r.detail, record, model)
 
     def check_affordable(self, cost: float, max_rmse: float | None = None) -> None:
         """Refuse (BudgetExceededError) a cost that does not fit in what remains."""

@@ -17,7 +17,9 @@ the chain, so any edit, deletion or reordering is detected.
 A charge may also carry a `Record`, a release that is not a measurement, hashed into the
 chain with it: a key set (DP partition selection of a key column: the keys and δ_τ, the
 chance its threshold allows that one unit's rare keys show), a continual query's definition,
-or one emit of it (its noisy values). Records are unique by (kind, table, name): a column's
+one emit of it (its noisy values), or a released model too large to read on every change (RAP's
+relaxed data, megabytes): its record holds the model's SHA-256 and the model itself lies in a
+table of its own, read only when a table's models are (`models`). Records are unique by (kind, table, name): a column's
 keys are released once and then are its public domain. The δs of key releases add up
 (approximate zCDP composes by adding ρ and δ), so a zCDP ledger's capacity is the ρ whose ε
 at the remaining δ is the declared ε: ρ(ε(total, δ), δ − Σδ_τ) (`capacity`).
@@ -63,6 +65,8 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS dpsql_records (
         seq BIGINT NOT NULL, kind VARCHAR NOT NULL, table_name VARCHAR NOT NULL, name VARCHAR NOT NULL,
         delta DOUBLE NOT NULL, payload VARCHAR NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS dpsql_models (
+        seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, signature VARCHAR NOT NULL, spec VARCHAR NOT NULL)""",
 ]
 
 
@@ -77,13 +81,14 @@ class Charge:
     detail: str | None
 
 
-KEYS, CONTINUAL, EMIT = "keys", "continual", "emit"  # the kinds of records
+KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds of records
 
 
 @dataclass(frozen=True)
 class Record:
-    """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT), the `name` it is known by within
-    its table (a column; a continual query; "<query>#<t>"), its JSON-able `payload` and the δ it spent."""
+    """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT, MODEL), the `name` it is known by
+    within its table (a column; a continual query; "<query>#<t>"; a model's digest), its JSON-able
+    `payload` and the δ it spent."""
 
     kind: str
     name: str
@@ -110,6 +115,14 @@ class Entry:
     measurements: list[Measurement]
     detail: str | None = None
     record: Record | None = None
+    model: str | None = None  # a released model's JSON (`model_record` makes its record)
+
+
+def model_record(spec: dict) -> tuple[Record, str]:
+    """A released model's (record, JSON text): the record names and hashes the text, which is stored apart."""
+    text = json.dumps(spec, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return Record(MODEL, digest[:16], {"kind": spec.get("kind"), "sha256": digest, "chars": len(text)}), text
 
 
 def _digest(*parts) -> str:
@@ -137,6 +150,7 @@ class Ledger:
         self.limit: float | None = None
         self._status_cache: tuple | None = None  # ((files' signature, limit), status): see `status`
         self._records_cache: tuple | None = None  # (files' signature, every record): see `records`
+        self._models_cache: dict[str, tuple[str, dict]] = {}  # SHA-256 -> (signature, model): see `models`
         self.opened_version: tuple | None = None  # the version when this ledger's last operation began
         self.written_version: tuple | None = None  # ... and when it ended
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
@@ -175,6 +189,7 @@ class Ledger:
         ledger = cls.__new__(cls)
         ledger.path, ledger.who, ledger._memory, ledger.limit = path, _user(), None, None
         ledger._status_cache = ledger._records_cache = None
+        ledger._models_cache = {}
         with ledger._open() as con:
             try:
                 rows = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchall()
@@ -412,6 +427,8 @@ class Ledger:
             r = e.record
             con.execute("INSERT INTO dpsql_records VALUES (?, ?, ?, ?, ?, ?)", [seq, r.kind, e.table, r.name, r.delta,
                                                                               r.text])
+        if e.model is not None:
+            con.execute("INSERT INTO dpsql_models VALUES (?, ?, ?, ?)", [seq, e.table, e.signature, e.model])
         return Charge(seq, at, self.who, e.table, e.statement, e.cost, e.detail)
 
     def bounding_key(self) -> str:
@@ -446,6 +463,22 @@ class Ledger:
             for c, key, strategy, noise, cost, var, vals in rows
         ]
 
+    def models(self, table: str, signature: str) -> list[dict]:
+        """The models released for a table under the same catalog declaration, in charge order, each
+        checked against the SHA-256 its record put in the chain; read from disk once per model."""
+        wanted = {p["sha256"] for _, _, p in self.records(MODEL, table)}
+        cache = self._models_cache
+        if not wanted.issubset(cache):
+            with self._open() as con:
+                rows = con.execute("SELECT spec FROM dpsql_models WHERE lower(table_name) = lower(?) AND "
+                                   "signature = ? ORDER BY seq", [table, signature]).fetchall()
+            for (text,) in rows:
+                digest = hashlib.sha256(text.encode()).hexdigest()
+                if digest in wanted:
+                    cache[digest] = (signature, json.loads(text))
+        return [cache[p["sha256"]][1] for _, _, p in self.records(MODEL, table)
+                if p["sha256"] in cache and cache[p["sha256"]][0] == signature]
+
     def charges(self) -> list[Charge]:
         with self._open() as con:
             rows = con.execute(
@@ -475,6 +508,8 @@ class Ledger:
                 records = con.execute(
                     "SELECT seq, kind, name, delta, payload FROM dpsql_records ORDER BY seq").fetchall() \
                     if _has_records(con) else []
+                models = con.execute("SELECT seq, spec FROM dpsql_models ORDER BY seq").fetchall() \
+                    if _has_table(con, "dpsql_models") else []
             except duckdb.Error as e:
                 return [f"the ledger tables were altered ({str(e).splitlines()[0]})"]
         if len(budget) != 1:
@@ -487,6 +522,11 @@ class Ledger:
         for row in stored:
             measured.setdefault(row[0], []).append(_measurement_row_digest(row[1:]))
         released = {seq: (kind, name, delta, payload) for seq, kind, name, delta, payload in records}
+        for seq, text in models:  # a model is in the chain through its record's SHA-256
+            record = released.get(seq)
+            if record is None or record[0] != MODEL or \
+                    json.loads(record[3]).get("sha256") != hashlib.sha256(text.encode()).hexdigest():
+                problems.append(f"the model stored for charge {seq} was altered or has no record")
         spent = 0.0
         for expected_seq, (seq, at, who, table, statement, cost, detail, prev_hash, digest) in enumerate(ledger, 1):
             if seq != expected_seq:
@@ -515,7 +555,11 @@ class Ledger:
 
 def _has_records(con) -> bool:
     """Whether the state holds the records table (ledgers written before records existed do not)."""
-    return bool(con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'dpsql_records'")
+    return _has_table(con, "dpsql_records")
+
+
+def _has_table(con, name: str) -> bool:
+    return bool(con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ?", [name])
                 .fetchone()[0])
 
 

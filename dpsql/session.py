@@ -324,6 +324,22 @@ class Session:
                 else:
                     self._compile(sql, weight=weight)
 
+    def queries_of(self, script: str, skip_errors: bool = False) -> list[CompiledQuery]:
+        """The DP queries of a script (plain and in workloads, EXPLAIN's included), compiled; nothing runs.
+        With `skip_errors`, statements that are not DP queries or do not compile (any more) are left out."""
+        out = []
+        for text in split_statements(script):
+            try:
+                st = classify(text)
+                if isinstance(st, (Explain, Sql)):
+                    sql, weight = take_weight(st.sql)
+                    if self.protected.reference(sql) is not None:
+                        out.append(self._compile(sql, weight=weight))
+            except Error:
+                if not skip_errors:
+                    raise
+        return out
+
     def _statement(self, st, params) -> list[Result]:
         if isinstance(st, BeginWorkload):
             if self._workload is not None:

@@ -1,4 +1,4 @@
-"""Synthetic data: release a DP synthetic copy of a protected table (AIM or MST).
+"""Synthetic data: release a DP synthetic copy of a protected table (AIM, MST or RAP).
 
 `synthesize(conn, "people", epsilon=1, out_path="people.parquet")` runs the
 mechanism on exact marginals computed inside the database (one GROUPING SETS
@@ -13,8 +13,17 @@ rows is measured bounded, and the mechanism runs at ρ/k² per row: by group
 privacy for zCDP (ρ-zCDP for one row is k²ρ-zCDP for k rows; exact for the
 Gaussian and exponential mechanisms AIM and MST consist of) that is ρ per unit.
 
-`dpsql synth TABLE --epsilon 1 --out FILE.parquet [--database DB --catalog FILE]`
-is the command line (without a database: the generated demo `people` table).
+RAP (`mechanism="rap"`) is fitted for queries that come later: to the attribute sets
+of a `workload` (Avent 2023, §4.5's partial-knowledge setting) — "past", the DP queries
+charged on the table so far (the ledger's statements, compiled again), or a SQL file of
+queries (a declared query class) — with r-of-k thresholds over each set (`r`; default
+the marginals) and every 1-way marginal, so its relaxed data answers any query. The
+relaxed data is kept in the ledger (its SHA-256 in the hash chain), so it answers later
+queries free, in any session.
+
+`dpsql synth TABLE --epsilon 1 --out FILE.parquet [--mechanism rap --workload past|FILE.sql]
+[--database DB --catalog FILE]` is the command line (without a database: the generated demo
+`people` table).
 """
 
 from __future__ import annotations
@@ -36,10 +45,13 @@ from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
 from dpsql.executor import Release
 from mechanisms.accounting import Amount
 from mechanisms.aim import Progress, aim, workload_candidates
-from mechanisms.measurement import GAUSSIAN
+from mechanisms.measurement import GAUSSIAN, Measurement
 from mechanisms.mst import mst
+from mechanisms.rap import MarginalCounts, RelaxedData
+from mechanisms.rap.future import fit_workload
 
-MECHANISMS = ("aim", "mst")
+MECHANISMS = ("aim", "mst", "rap")
+PAST = "past"  # RAP's workload: the table's charged DP queries
 MAX_ROWS = 100_000_000  # the most synthetic rows one release writes
 
 
@@ -81,11 +93,14 @@ def synthesize(
     max_cells: int = 100_000,
     progress: Callable[[Progress], None] | None = None,
     overwrite: bool = False,
+    workload: str | Path | None = None,
+    r: int | None = None,
 ) -> SynthesisReport:
     """Release a synthetic copy of protected `table`, spending ε (at the connection's δ) or ρ.
 
     `rows` defaults to the model's estimated table size; the AIM workload is all
-    `degree`-way marginals with at most `max_cells` cells. `out_path` may not be one
+    `degree`-way marginals with at most `max_cells` cells; RAP's is `workload` ("past" or a
+    SQL file; see the module doc) with r-of-k thresholds (`r`). `out_path` may not be one
     of the owner's files, nor replace a file unless `overwrite`. Every check happens
     before the charge: an error spends nothing.
     """
@@ -104,25 +119,38 @@ def synthesize(
         raise ProgrammingError(f"rows must be from 0 to {MAX_ROWS:,}")
     if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
         raise ProgrammingError(f"degree must be a positive whole number, got {degree!r}")
+    if (workload is not None or r is not None) and mechanism != "rap":
+        raise ProgrammingError("workload and r are RAP's: use mechanism='rap'")
+    if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 1):
+        raise ProgrammingError(f"r must be a positive whole number, got {r!r}")
     budget = session.share(epsilon, rho)
     out = connection.output_files.check(out_path, overwrite)
     domain = protected.domain
+    cliques = future_cliques(connection, protected, workload, max_cells) if mechanism == "rap" else []
     workload = default_workload(protected, degree, max_cells) if mechanism == "aim" else []
 
     statement = f"SYNTH {protected.name} ({mechanism}, rho={budget:.6g})"
     executor = session.executor
     executor.check_affordable(budget)
     executor.answering(protected)  # earlier generative models load before this release joins the ledger
-    needed = list(workload_candidates(domain, workload)) if mechanism == "aim" else _pairs(domain.attributes)
-    counts = executor.backend.marginals(protected, needed, executor.bounding_key(protected))
-    marginal = counts.__getitem__
     per_row = budget / protected.contribution**2
-    if mechanism == "aim":
-        result = aim(domain, marginal, per_row, workload, session.rng, progress=progress)
+    if mechanism == "rap":
+        def fetch(needed):
+            return executor.backend.marginals(protected, needed, executor.bounding_key(protected))
+
+        fitted = fit_workload(domain, cliques, per_row, MarginalCounts(domain, fetch), session.rng, r=r,
+                              rows=executor.rows(protected))
+        result = RAPRelease(fitted.release.one_way_measurements(), fitted.model)
+        sample = rap_sample(fitted.model, rows, session.rng.randbelow(2**63))
     else:
-        result = mst(domain, marginal, per_row, session.rng, progress=progress)
-    seed = session.rng.randbelow(2**63)
-    sample = result.model.sample(rows, np.random.default_rng(seed))
+        needed = list(workload_candidates(domain, workload)) if mechanism == "aim" else _pairs(domain.attributes)
+        counts = executor.backend.marginals(protected, needed, executor.bounding_key(protected))
+        marginal = counts.__getitem__
+        if mechanism == "aim":
+            result = aim(domain, marginal, per_row, workload, session.rng, progress=progress)
+        else:
+            result = mst(domain, marginal, per_row, session.rng, progress=progress)
+        sample = result.model.sample(rows, np.random.default_rng(session.rng.randbelow(2**63)))
     partial = out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}")
     try:  # written before the charge: a failed write spends nothing, and nothing is shown until charged
         write_parquet(protected, sample, partial)
@@ -136,10 +164,58 @@ def synthesize(
     except OSError as e:  # charged: the paid file stays where it was written
         raise OperationalError(f"the synthetic data was written to {str(partial)!r} but could not be renamed to "
                                f"{str(out)!r} ({e.strerror}); it is paid for, move it by hand") from None
+    cliques_of_model = getattr(result.model, "cliques", (tuple(domain.attributes),))
     return SynthesisReport(
         out, len(sample), mechanism, session.amount(budget), len(result.measurements),
-        result.model.cliques, time.perf_counter() - started,
+        tuple(cliques_of_model), time.perf_counter() - started,
     )
+
+
+@dataclass(frozen=True)
+class RAPRelease:
+    """What a RAP synthesis releases: the 1-way marginals (stored measurements) and the relaxed data."""
+
+    measurements: list[Measurement]
+    model: RelaxedData
+
+
+def future_cliques(connection, table: Table, workload: str | Path | None, max_cells: int) -> list[tuple[str, ...]]:
+    """The attribute sets RAP is fitted to: those of the table's blocks in `workload` — PAST (the DP
+    queries charged on the table, compiled again; those that no longer compile are left out) or a SQL
+    file of queries — each with at most `max_cells` cells (larger ones are refused, naming them)."""
+    session = connection.session
+    if workload is None:
+        raise ProgrammingError("RAP needs workload='past' (the table's charged queries) or a SQL file of queries")
+    if str(workload) == PAST:
+        script = "; ".join(c.statement for c in session.ledger.charges() if c.table == table.name)
+        queries = session.queries_of(script, skip_errors=True)
+    else:
+        with connection.output_files.open_read(workload) as f:  # the analyst's files only, never the owner's
+            try:
+                text = f.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProgrammingError(f"the workload file {str(workload)!r} is not UTF-8 text") from None
+        queries = session.queries_of(text)
+    cliques = list(dict.fromkeys(table.domain.canonical(b.attributes(table.domain))
+                                 for q in queries if q.table.name == table.name for b in q.blocks))
+    cliques = [c for c in cliques if c]
+    if not cliques:
+        raise ProgrammingError(f"the workload has no query on {table.name!r} that groups or filters by a column: "
+                               "RAP has nothing to fit (its 1-way marginals alone are a product model)")
+    large = [c for c in cliques if table.domain.size(c) > max_cells]
+    if large:
+        raise ProgrammingError(f"the workload's attribute sets {large} have more than {max_cells:,} cells: "
+                               "raise max_cells or ask narrower queries")
+    return cliques
+
+
+def rap_sample(model: RelaxedData, rows: int | None, seed: int) -> np.ndarray:
+    """About `rows` records (default: RAP's estimate of the table size) by randomized rounding of the relaxed data."""
+    target = model.rows if rows is None else rows
+    per_row = max(int(round(target / len(model.relaxed))), 1) if target else 0
+    if per_row == 0:
+        return np.zeros((0, len(model.domain)), dtype=np.int64)
+    return model.sample(per_row, seed)
 
 
 def _pairs(attrs: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -200,6 +276,7 @@ def _run(args: argparse.Namespace) -> int:
         report = synthesize(
             conn, args.table, args.epsilon, args.out, rows=args.rows, mechanism=args.mechanism,
             degree=args.degree, progress=None if args.quiet else _bar(sys.stderr), overwrite=args.overwrite,
+            workload=args.workload, r=args.r,
         )
         if not args.quiet:
             sys.stderr.write("\n")
@@ -223,7 +300,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--database", help="DuckDB database file (default: the generated demo table `people`)")
     p.add_argument("--catalog", help="catalog TOML file (needed with --database)")
     p.add_argument("--rows", type=int, default=None, help="rows to write (default: the estimated table size)")
-    p.add_argument("--mechanism", choices=MECHANISMS, default="aim", help="aim (default) or mst")
+    p.add_argument("--mechanism", choices=MECHANISMS, default="aim", help="aim (default), mst or rap")
+    p.add_argument("--workload", help="rap: fit to 'past' (the table's charged queries) or a SQL file of queries")
+    p.add_argument("--r", type=int, help="rap: r-of-k thresholds over each attribute set (default: marginals)")
     p.add_argument("--degree", type=int, default=3, help="AIM workload: all marginals of this degree (default 3)")
     p.add_argument("--delta", type=float, default=1e-9, help="δ of the demo session's budget")
     p.add_argument("--demo-rows", type=int, default=100_000, help="rows of the generated demo table")

@@ -57,7 +57,7 @@ from math import ceil, sqrt
 
 import numpy as np
 
-from mechanisms.measurement import GAUSSIAN, calibrate
+from mechanisms.measurement import GAUSSIAN, Measurement, calibrate
 from mechanisms.noise import RandomSource, discrete_gaussian_vector
 from mechanisms.rap.counts import CountSource
 from mechanisms.rap.encoding import OneHot, uniform_relaxed
@@ -168,6 +168,10 @@ class Release:
     rho: float
     rounds: int
     per_round: int
+
+    def one_way_measurements(self) -> list[Measurement]:
+        """The noisy 1-way marginals as measurements to store (their cost is the whole release's)."""
+        return [Measurement((a,), GAUSSIAN, 0.0, self.one_way_variance, v) for a, v in self.one_way.items()]
 
 
 @dataclass

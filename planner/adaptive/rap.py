@@ -8,7 +8,7 @@ below that, matrix strategies are cheap and exact.
 from __future__ import annotations
 
 from mechanisms.domain import Domain
-from mechanisms.measurement import GAUSSIAN, Measurement, query_step
+from mechanisms.measurement import GAUSSIAN, query_step
 from mechanisms.rap import BlockQueries, MarginalCounts, RAPConfig, run_rap
 from mechanisms.workload import Block
 from planner.adaptive.base import AdaptiveRelease
@@ -46,11 +46,7 @@ class RAPProcedure:
         result = run_rap(BlockQueries(domain, blocks), MarginalCounts(domain, fetch), rho, rng, self.config, rows=rows)
         if progress is not None:
             progress(1.0, "RAP done")
-        measurements = [
-            Measurement((a,), GAUSSIAN, 0.0, result.release.one_way_variance, values)
-            for a, values in result.release.one_way.items()
-        ]
-        return AdaptiveRelease(measurements, result.model)
+        return AdaptiveRelease(result.release.one_way_measurements(), result.model)
 
 
 __all__ = ["RAP", "RAP_MIN_QUERIES", "RAPProcedure", "counting_blocks"]
