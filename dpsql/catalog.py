@@ -36,8 +36,28 @@ A table of *local-DP reports* (``model = "local"``, ``protocol = "oue"``, ``epsi
 holds one report per user, randomized on the user's device about the user's cell of the
 declared columns (flat index in declaration order, last column fastest): no central
 budget is spent on it, and its answers come from the protocol's unbiased estimator
-(`mechanisms.ldp.answering`). It stores the reports' payload columns: ``value`` (``grr``),
-``bit`` (``rr``) or ``ones`` (a list of cell indices: ``oue``, ``sue``).
+(`mechanisms.ldp.answering`), with the exact variance of every answer. It stores the reports'
+payload columns, named as the client's payload keys: ``bit`` (``rr``), ``value`` (``grr``,
+``inpps``), ``ones`` (a list of cells: ``oue``, ``sue``, ``inprr``), ``a``, ``b``, ``y``
+(``olh``), ``index`` and ``bit`` (±1: ``hrr``, ``inpht``), ``level`` with ``ones`` or ``index``
+and ``bit`` (``hh``, by its ``oracle``), ``level``, ``index`` and ``bit`` (``haar``), and
+``marginal`` with ``ones`` (``margrr``), ``value`` (``margps``) or ``index`` and ``bit``
+(``marght``). Protocol options are keys of the table: ``branching`` and ``oracle`` (``hh``),
+``order`` (the marginal protocols, whose columns must each have 2 cells; a query may involve
+at most ``order`` of them). ``inpem`` is not answerable (no unbiased estimator).
+
+The *hybrid model* (BLENDER): a local table with ``opt_in = "<table>"`` names the central
+protected table holding the raw rows of the users who opted in to central DP (what a data owner
+with a trusted-tester cohort has: their rows, and everyone else's reports). It must declare the
+same columns and its size public (``rows``: the opt-in group's size, which the blend divides
+by, as the seed does). A query over the hybrid table is measured and charged over the opt-in
+table like any central query, and its counts (and so SUM and AVG) are blended with the reports'
+with the variance-optimal weights, assuming, as the seed does, that who opts in does not depend
+on the data: the answer is a count over both groups, with error bars.
+
+A *graph* (``[graphs.<edge table>]``, `dpsql.edge_tables`) declares a table of edges whose
+privacy unit is a node, with a degree bound, and the node table of projected degrees that
+analysts query beside it.
 
 A table may also declare its size as public (``rows = 48842``), as census-style
 tables often are. It is planning input only: with it the planner costs AIM and
@@ -57,12 +77,16 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from dpsql.edge_tables import EDGES, NODES, Graph, parse_graph
 from dpsql.errors import CatalogError
 from mechanisms.domain import Domain
+from mechanisms.ldp.answering import LOCAL_PROTOCOLS as ANSWERABLE, client_protocol
+from mechanisms.ldp.client import Protocol
 
 INTEGER, NUMERIC, CATEGORICAL, KEY = "integer", "numeric", "categorical", "key"
 CENTRAL, LOCAL = "central", "local"  # who randomizes a table's rows: dpsql (central DP) or each user's device
-LOCAL_PROTOCOLS = ("rr", "grr", "oue", "sue")  # frequency oracles a local table's reports may use
+LOCAL_PROTOCOLS = tuple(ANSWERABLE)  # the protocols a local table's reports may use (`mechanisms.ldp.answering`)
+LOCAL_KEYS = ("model", "protocol", "epsilon", "branching", "oracle", "order", "opt_in")  # a local table's settings
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -502,11 +526,16 @@ class Table:
     model: str = CENTRAL  # LOCAL: the rows are reports randomized on the users' devices
     protocol: str | None = None  # a local table's frequency oracle (LOCAL_PROTOCOLS)
     local_epsilon: float | None = None  # ... and the ε each report was randomized with
+    protocol_options: dict = field(default_factory=dict)  # ... and its other parameters (branching, oracle, order)
+    opt_in: str | None = None  # the hybrid model: the central table of the users who opted in (`Catalog.opt_in`)
+    graph: Graph | None = None  # a graph's edge table or node table (`role`): node DP, `dpsql.edge_tables`
+    role: str | None = None  # EDGES or NODES
     domain: Domain = field(init=False)
     _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
+    _client: Protocol | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.columns and self.units_of is None:
+        if not self.columns and self.units_of is None and self.role != EDGES:
             raise CatalogError(f"table {self.name!r} declares no columns")
         if self.unit_column is not None and self.unit_link is not None:
             raise CatalogError(f"table {self.name!r}: declare the privacy unit as a column or a foreign key, not both")
@@ -550,7 +579,7 @@ class Table:
 
     def _check_model(self) -> None:
         if self.model == CENTRAL:
-            if self.protocol is not None or self.local_epsilon is not None:
+            if self.protocol is not None or self.local_epsilon is not None or self.protocol_options or self.opt_in:
                 raise CatalogError(f"table {self.name!r}: protocol and epsilon declare a local table (model = \"local\")")
             return
         if self.model != LOCAL:
@@ -563,8 +592,18 @@ class Table:
         if self.unit_column or self.unit_link or self.time_column or any(c.kind == KEY for c in self.columns.values()):
             raise CatalogError(f"table {self.name!r}: a local table has one report per user: no privacy unit, time "
                                "or key columns")
-        if self.protocol == "rr" and math.prod(c.size for c in self.columns.values()) != 2:
-            raise CatalogError(f"table {self.name!r}: rr reports one bit: its columns must have 2 cells in all")
+        if self.opt_in is not None and (not isinstance(self.opt_in, str) or not self.opt_in):
+            raise CatalogError(f"table {self.name!r}: opt_in names the central table of the users who opted in")
+        try:
+            self._client = client_protocol(self.protocol, float(epsilon), Domain(
+                tuple(self.columns), tuple(c.size for c in self.columns.values())), self.protocol_options)
+        except (ValueError, TypeError) as e:
+            raise CatalogError(f"table {self.name!r}: {e}") from None
+
+    @property
+    def client(self) -> Protocol:
+        """A local table's client protocol (the randomizer its reports were made with)."""
+        return self._client
 
     @property
     def is_local(self) -> bool:
@@ -579,6 +618,13 @@ class Table:
         table = replace(self, columns=columns)
         table._unit = self._unit
         return table
+
+    def stand_in_columns(self) -> list[tuple[str, str, bool]]:
+        """(name, SQL type, nullable) of the columns clients are shown: the declared ones (an edge
+        table: its endpoints, which no query may read)."""
+        if self.role == EDGES:
+            return [(self.graph.source, "VARCHAR", False), (self.graph.target, "VARCHAR", False)]
+        return [(c.name, c.sql_type, c.nullable) for c in self.columns.values()]
 
     def fits_sql(self) -> str:
         """WHERE condition selecting the rows of the protected table."""
@@ -597,7 +643,14 @@ class Table:
         """The most rows one privacy unit contributes: every sensitivity is multiplied by it."""
         if self.units_of is not None:  # one pair per cell a unit's (at most k) rows fall in
             return min(self.units_of.contribution, math.prod(c.size for c in self.columns.values()))
+        if self.graph is not None:  # what one node changes in the projected graph's table
+            return self.graph.contribution(self.role)
         return 1 if self.unit is None else self.unit.bound
+
+    def stream_contribution(self, horizon: int) -> int:
+        """The most one privacy unit changes a continual query's data (its windows' counts) over `horizon`
+        windows: k rows of a stream, or a graph's sequence sensitivity (`dpsql.edge_tables`)."""
+        return self.contribution if self.graph is None else self.graph.stream_contribution(self.role, horizon)
 
     def signature(self) -> str:
         """Identifies the declaration: measurements are only reused under the same one."""
@@ -607,7 +660,11 @@ class Table:
         if self.append_only:  # bounding keeps each unit's first rows by time
             columns += f"; append-only by {self.time_column}"
         if self.is_local:
-            columns += f"; local reports, {self.protocol} at ε={self.local_epsilon:g}"
+            options = "".join(f" {k}={v}" for k, v in sorted(self.protocol_options.items()))
+            columns += f"; local reports, {self.protocol}{options} at ε={self.local_epsilon:g}"
+            columns += f"; opt-in users in {self.opt_in}" if self.opt_in else ""
+        if self.graph is not None:
+            columns += f"; {self.role} of {self.graph.describe()}"
         return columns if self.unit is None else f"{columns}; {self.unit.describe()}"
 
     def distinct_units(self, group: tuple[str, ...], where_sql: str) -> "Table":
@@ -639,22 +696,28 @@ class Catalog:
         tables = spec.get("tables", {})
         if not isinstance(tables, dict):
             raise CatalogError("the catalog needs a [tables] section")
-        unknown = set(spec) - {"tables"}
+        unknown = set(spec) - {"tables", "graphs"}
         if unknown:
             raise CatalogError(f"unknown top-level catalog keys: {sorted(unknown)}")
+        graphs = spec.get("graphs", {})
+        if not isinstance(graphs, dict):
+            raise CatalogError("[graphs] must hold one [graphs.<edge table>] section per graph")
         out = cls()
         for name, table in tables.items():
             if name.lower() in out.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
             if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit", "rows",
-                                                           "time", "append_only", "model", "protocol", "epsilon"}:
+                                                           "time", "append_only", *LOCAL_KEYS}:
                 raise CatalogError(
                     f"table {name!r}: only a [tables.{name}.columns] section, privacy_unit, "
-                    f"max_rows_per_unit, rows, time, append_only, model, protocol and epsilon are supported"
+                    f"max_rows_per_unit, rows, time, append_only, model, protocol, epsilon, branching, oracle, order "
+                    "and opt_in are supported"
                 )
             out._declare(name, table.get("columns", {}), table.get("privacy_unit"), table.get("max_rows_per_unit"),
                          table.get("rows"), table.get("time"), table.get("append_only", False),
-                         {k: table[k] for k in ("model", "protocol", "epsilon") if k in table})
+                         {k: table[k] for k in LOCAL_KEYS if k in table})
+        for name, graph in graphs.items():
+            out._declare_graph(parse_graph(name, graph))
         out._resolve_units()
         return out
 
@@ -697,15 +760,17 @@ class Catalog:
         self, name: str, columns: dict[str, dict], privacy_unit: str | dict | None = None,
         max_rows_per_unit: int | None = None, rows: int | None = None, time: str | None = None,
         append_only: bool = False, model: str = "central", protocol: str | None = None,
-        epsilon: float | None = None,
+        epsilon: float | None = None, options: dict | None = None, opt_in: str | None = None,
     ) -> Table:
         """Declare a protected table from {column: declaration}, optionally with a privacy unit:
         a column name, or {"foreign_key": column, "references": "table.column"} naming a
         protected table declared before, whose unit becomes this table's; `rows` declares
         the table's size public; `time` and `append_only` declare a stream (continual queries);
-        `model="local"` with `protocol` and `epsilon` a table of local-DP reports."""
+        `model="local"` with `protocol`, `epsilon` and the protocol's `options` a table of local-DP reports
+        (`opt_in`: the central table of the users who opted in, the hybrid model)."""
         previous = self.tables.get(name.lower())
-        local = {"model": model, "protocol": protocol, "epsilon": epsilon} if model != CENTRAL else {}
+        local = {"model": model, "protocol": protocol, "epsilon": epsilon, **(options or {}),
+                 **({"opt_in": opt_in} if opt_in else {})} if model != CENTRAL else {}
         table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows, time, append_only, local)
         try:
             self._resolve_units()
@@ -717,6 +782,29 @@ class Catalog:
             raise
         return table
 
+    def add_graph(self, edges: str, source: str, target: str, degrees: str, *, max_degree: int | None = None,
+                  max_out_degree: int | None = None, max_in_degree: int | None = None,
+                  directed: bool = False, time: str | None = None, bound: str = "projected") -> Graph:
+        """Declare a graph (`dpsql.edge_tables`): edge table `edges` with endpoint columns `source` and
+        `target`, a degree bound (forced by projection, or `bound="declared"`), optionally the edges'
+        arrival `time`, and `degrees`, the name of its node table."""
+        spec = {"source": source, "target": target, "degrees": degrees, "directed": directed, "bound": bound,
+                **{k: v for k, v in (("max_degree", max_degree), ("max_out_degree", max_out_degree),
+                                     ("max_in_degree", max_in_degree), ("time", time)) if v is not None}}
+        graph = parse_graph(edges, spec)
+        self._declare_graph(graph)
+        return graph
+
+    def _declare_graph(self, graph: Graph) -> None:
+        """The graph's edge table and node table, under names no other table has."""
+        for name in (graph.edges, graph.nodes):
+            if name.lower() in self.tables:
+                raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
+        stream = {"time_column": graph.time, "append_only": graph.time is not None}  # continual queries
+        self.tables[graph.edges.lower()] = Table(graph.edges, {}, graph=graph, role=EDGES, **stream)
+        columns = {c: parse_column(c, d) for c, d in graph.degree_columns().items()}
+        self.tables[graph.nodes.lower()] = Table(graph.nodes, columns, graph=graph, role=NODES, **stream)
+
     def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any, rows: Any = None,
                  time: Any = None, append_only: Any = False, local: dict | None = None) -> Table:
         if not isinstance(columns, dict):
@@ -726,7 +814,8 @@ class Catalog:
         table = Table(name, {c: parse_column(c, d) for c, d in columns.items()}, unit_column, unit_link,
                       max_rows_per_unit, rows, time_column=time, append_only=append_only,
                       model=local.get("model", CENTRAL), protocol=local.get("protocol"),
-                      local_epsilon=local.get("epsilon"))
+                      local_epsilon=local.get("epsilon"), opt_in=local.get("opt_in"),
+                      protocol_options={k: local[k] for k in ("branching", "oracle", "order") if k in local})
         self.tables[name.lower()] = table
         return table
 
@@ -754,6 +843,28 @@ class Catalog:
                 path.append(Hop(hop.column, target.name, hop.key))
                 current = target
             table._unit = PrivacyUnit(current.unit_column, table.max_rows_per_unit, tuple(path))
+        self._check_opt_ins()
+
+    def _check_opt_ins(self) -> None:
+        """A hybrid table's opt-in companion: a central table of the same columns, of public size (`rows`)."""
+        for table in self.tables.values():
+            if not table.is_local or table.opt_in is None:
+                continue
+            companion = self.get(table.opt_in)
+            if companion is None or companion.is_local:
+                raise CatalogError(f"table {table.name!r}: opt_in names {table.opt_in!r}, which must be a central "
+                                   "protected table of the catalog (the opted-in users' own rows)")
+            ours = [(c.name, c.declaration()) for c in table.columns.values()]
+            if [(c.name, c.declaration()) for c in companion.columns.values()] != ours:
+                raise CatalogError(f"table {table.name!r}: its opt-in table {companion.name!r} must declare the same "
+                                   "columns, in the same order")
+            if companion.public_rows is None:
+                raise CatalogError(f"table {table.name!r}: its opt-in table {companion.name!r} must declare its size "
+                                   "public (rows = ...): the blend divides by the opt-in group's size, as BLENDER does")
+
+    def opt_in(self, table: Table) -> Table:
+        """The central table of a hybrid table's opted-in users."""
+        return self.tables[table.opt_in.lower()]
 
     def with_keys(self, released: dict[tuple[str, str], tuple[str, ...]]) -> "Catalog":
         """This catalog with the key sets released so far ({(table, column): keys}, names as declared)

@@ -114,8 +114,8 @@ class ContinualQueries:
             raise ProgrammingError(f"a continual query named {st.name!r} exists already")
         noise = self.executor.budget.noise
         choice = choose(schedule.releases, noise, TimeWorkload(running=1.0, window=1.0, estimator=CAUSAL))
-        release = ContinualRelease(choice.strategy, Identity(counts.cells), noise, share, table.contribution,
-                                   self.executor.rng)
+        release = ContinualRelease(choice.strategy, Identity(counts.cells), noise, share,
+                                   table.stream_contribution(schedule.releases), self.executor.rng)
         self.executor.check_affordable(share)
         payload = {"select": st.sql, "dialect": self.dialect, "signature": table.signature(),
                    "interval": st.interval, "seconds": schedule.seconds, "time": schedule.time_column,

@@ -25,7 +25,10 @@ the key set and the released counts (a measurement of the query over the new dom
 so asking it again is free).
 
 A table of local-DP reports (`Table.is_local`) spends nothing here: its queries are answered
-from the reports' frequency-oracle estimate (`mechanisms.ldp.answering`), apart from the plan.
+from the protocol's unbiased estimate of its reports (`mechanisms.ldp.answering`), apart from the
+plan. A hybrid table (a local table with an `opt_in` central table) is planned, measured and
+charged as a query over its opt-in table, whose answers are then blended with the reports'
+(`mechanisms.ldp.hybrid_answers`): nothing derived from the opted-in rows is released uncharged.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from dpsql.ledger import KEYS, MODEL, Entry, Ledger, Record, model_record
 from dpsql.result import Result, aggregate_answers, answered_by, assemble
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
-from mechanisms.ldp.answering import FrequencyOracleAnswers
+from mechanisms.ldp.answering import local_answers
+from mechanisms.ldp.hybrid_answers import HybridAnswers
 from mechanisms.measurement import GAUSSIAN, Measurement, measure
 from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
@@ -197,7 +201,7 @@ class Executor:
         `timed` adds the predicted execution time (for EXPLAIN: its speed calibrations run
         once per machine (`planner.speed_cache`), never on the path of an answer).
         """
-        queries = [q for q in queries if not q.table.is_local]  # local reports are not measured here
+        queries = [self.central_part(q) for q in queries if not _reports_only(q)]  # reports are not measured here
         try:
             return self._plan_within(self.deadline(len(queries)), queries, sizing, timed)
         except PlanningCancelled:
@@ -261,10 +265,11 @@ class Executor:
     # --- 2-6. scan, release, answer, charge, keep ------------------------------------------
     def execute(self, queries: list[CompiledQuery], statement: str, sizing: Sizing) -> list[Result]:
         """Plan, measure, answer, and only then charge: one result per query (see the module docstring)."""
-        if any(q.table.is_local for q in queries):
-            central = iter(self.execute([q for q in queries if not q.table.is_local], statement, sizing)
-                           if not all(q.table.is_local for q in queries) else [])
-            return [self.answer_local(q) if q.table.is_local else next(central) for q in queries]
+        if any(_reports_only(q) for q in queries):
+            central = iter(self.execute([q for q in queries if not _reports_only(q)], statement, sizing)
+                           if not all(_reports_only(q) for q in queries) else [])
+            return [self.answer_local(q) if _reports_only(q) else next(central) for q in queries]
+        originals, queries = queries, [self.central_part(q) for q in queries]
         if sizing.max_rmse is None and sizing.budget and any(
                 blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
             self.check_affordable(sizing.budget)  # what cannot be paid for is refused before it is planned
@@ -276,8 +281,11 @@ class Executor:
         models = {r.table.name.lower(): self._with(r.table, r.measurements, r.estimator) for r in releases}
         text = "\n".join(plan.explain() for _, plan in plans.values())
         results = []
-        for q in queries:
+        for q, original in zip(queries, originals):
             model = self.estimating(q.table, models.get(q.table.name.lower()) or self.answering(q.table))
+            if original is not q:  # a hybrid table: the opt-in group's answers blended with the reports'
+                model = HybridAnswers(q.table.domain, model, self.local_answers(original.table), q.table.public_rows)
+            q = original
             result = assemble(q, aggregate_answers(q, model))
             result.plan = text
             result.answered_by = answered_by(q, model)
@@ -371,16 +379,24 @@ class Executor:
         return f"{spent}; remaining {remaining}"
 
     # --- local-DP reports -------------------------------------------------------------------
-    def local_answers(self, table: Table) -> FrequencyOracleAnswers:
-        """The frequency-oracle estimate of a local table's reports (tallied again each time: reports arrive)."""
-        support, n = self.backend.report_tally(table)
-        return FrequencyOracleAnswers(table.domain, table.protocol, table.local_epsilon, support, n)
+    def local_answers(self, table: Table):
+        """The protocol's estimate from a local table's reports (tallied again each time: reports arrive)."""
+        return local_answers(table.domain, table.client, self.backend.report_tally(table))
+
+    def central_part(self, query: CompiledQuery) -> CompiledQuery:
+        """A query over a hybrid table as the query over its opt-in (central) table; any other query as it is."""
+        if not query.table.is_local or query.table.opt_in is None:
+            return query
+        return replace(query, table=self.catalog.opt_in(query.table))
 
     def answer_local(self, query: CompiledQuery) -> Result:
         """A query over local-DP reports: the protocol's unbiased estimate and its exact variance; no charge."""
         table = query.table
         model = self.local_answers(table)
-        result = assemble(query, aggregate_answers(query, model))
+        try:
+            result = assemble(query, aggregate_answers(query, model))
+        except ValueError as e:  # a query the protocol does not estimate (a marginal above its order)
+            raise NotSupportedError(f"{e}; nothing was charged") from None
         result.plan = local_plan(table, model.n)
         result.answered_by = [model.kind]
         result.charge_text = (f"no charge: each of the {model.n:,} reports was randomized on its device "
@@ -457,13 +473,18 @@ class Executor:
         return result
 
 
+def _reports_only(query: CompiledQuery) -> bool:
+    """Whether a query reads only local-DP reports (a local table without opt-in users)."""
+    return query.table.is_local and query.table.opt_in is None
+
+
 def local_plan(table: Table, reports: int | None = None) -> str:
     """What EXPLAIN says of a query over local-DP reports."""
     how_many = "" if reports is None else f"{reports:,} "
     return (f"[{table.name}] local DP: the table holds {how_many}reports randomized on the users' devices with "
             f"{table.protocol} at ε = {table.local_epsilon:g}; no central budget is charged. Answered by the "
-            "protocol's unbiased histogram estimate (one estimate answers every query, consistently), with the "
-            "exact variance of each answer (its unbiased plug-in)")
+            "protocol's unbiased estimate (one estimate answers every query, consistently), with the exact variance "
+            "of each answer, covariances between cells included (evaluated at the estimate)")
 
 
 __all__ = ["Executor", "Hooks", "KeyRelease", "local_plan", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]

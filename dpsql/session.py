@@ -539,7 +539,7 @@ class Session:
         compiled = self._compile(sql, weight=weight)
         if compiled.selection is not None:
             return self._explain_key_release(compiled.selection)
-        if compiled.table.is_local:
+        if compiled.table.is_local and compiled.table.opt_in is None:  # a hybrid table: its opt-in part's plan
             text = local_plan(compiled.table)
             return Result(["plan"], [(text,)], kind="explain", plan=text)
         return self._explain_result(self.executor.plan([compiled], self._sizing(), timed=True))
@@ -613,7 +613,9 @@ class Session:
         raise ProgrammingError("nothing to chart: every query is answered from earlier measurements")
 
     def _explain_result(self, plans: dict) -> Result:
-        text = "\n".join(f"[{name}] " + plan.explain() for name, (_, plan) in plans.items())
+        text = "\n".join(f"[{name}] " + plan.explain() + ("" if table.graph is None else
+                                                          "\n  " + table.graph.explain(table.role))
+                         for name, (table, plan) in plans.items())
         cost = sum(plan.cost for _, plan in plans.values())
         remaining = self.ledger.remaining()
         verdict = "fits in" if cost <= remaining * (1 + 1e-9) else "EXCEEDS"

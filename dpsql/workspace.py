@@ -104,8 +104,8 @@ class Workspace:
     def declare_protected(self, tables: Sequence[Table]) -> None:
         """An empty stand-in for each protected table, with its declared columns (see the module docstring)."""
         for table in tables:
-            columns = ", ".join(f"{quote_identifier(c.name)} {c.sql_type}{'' if c.nullable else ' NOT NULL'}"
-                                for c in table.columns.values())
+            columns = ", ".join(f"{quote_identifier(name)} {sql_type}{'' if nullable else ' NOT NULL'}"
+                                for name, sql_type, nullable in table.stand_in_columns())
             self.con.execute(f"CREATE TABLE {quote_identifier(table.name)} ({columns})")
 
     def prepare_for_clients(self, statements: Sequence[str]) -> None:

@@ -195,6 +195,20 @@ def test_key_counts_and_distinct_units_agree_on_both_backends(files, request):
     assert sum(out["duckdb"][1]) <= 4 * 100  # at most one pair per (age, region)
 
 
+
+def test_graph_edges_and_projected_degrees_agree_on_both_backends(files, request):
+    """The cleaned, numbered edge list (and so the projection) is the same on both engines."""
+    catalog = Catalog.from_toml('[graphs.people]\nsource = "age"\ntarget = "hours_per_week"\nmax_degree = 5\n'
+                                'degrees = "people_degrees"\n')
+    out = {}
+    for kind in BACKENDS:
+        backend = DuckDBBackend(duckdb.connect(files["database"], read_only=True)) if kind == "duckdb" else \
+            make_backend("spark", request.getfixturevalue("spark"))
+        out[kind] = [backend.marginals(catalog.get(name), [tuple(catalog.get(name).domain.attributes)])
+                     for name in ("people", "people_degrees")]
+        out[kind] = [next(iter(m.values())).tolist() for m in out[kind]]
+    assert out["duckdb"] == out["spark"] and out["duckdb"][0][0] > 0
+
 HOSTILE = {
     "My Col": (integer(-2, 3), "DOUBLE", [-5, -2, -1.5, 0.7, 2.9, 3, 10, 1e300, math.inf, math.nan, None]),
     "n": (integer(0, 2, nullable=True), "INTEGER", [-1, 0, 1, 2, 9, None]),

@@ -22,17 +22,26 @@ from __future__ import annotations
 import logging
 from typing import Callable, Protocol
 
+import duckdb
 import numpy as np
 import sqlglot
 
 from dpsql.catalog import CATEGORICAL, KEY, Column, Table, quote_identifier, quote_string
+from dpsql.edge_tables import EDGES, BoundBroken, Graph, projected_degrees, window_changes
 from dpsql.errors import OperationalError, ProgrammingError
+from mechanisms.ldp.answering import payload_of
+from mechanisms.ldp.client import HASH_PRIME
+from mechanisms.ldp.tally import Payload, ReportTally
 
 Clique = tuple[str, ...]
 _UNIT, _RANK = "__dpsql_unit", "__dpsql_rank"
 SCAN_FAILED = (
     "the measurement failed in the database; nothing was charged (the data owner's log, logger 'dpsql.scan', "
     "has the cause)"
+)
+BOUND_BROKEN = (  # said the same whatever node broke it: the owner's promise is what failed
+    "the graph breaks the degree bound its data owner declared; nothing was released or charged (the owner's "
+    "log, logger 'dpsql.scan', says so)"
 )
 log = logging.getLogger("dpsql.scan")
 Relation = Callable[[str], str]  # a table name -> the SQL naming it in the engine
@@ -58,8 +67,8 @@ class Backend(Protocol):
         """Exact counts of the bounded rows meeting `where_sql` per window (`window_sql`, from `first` to
         `last` − 1) and cell of `group` (flat, last column fastest): an array of windows × cells."""
 
-    def report_tally(self, table: Table) -> tuple[np.ndarray, int]:
-        """A local table's reports: how many support each cell of its domain, and how many there are."""
+    def report_tally(self, table: Table) -> ReportTally:
+        """A local table's reports, tallied per (stratum, item) as its protocol's payload says (`mechanisms.ldp.tally`)."""
 
     def interrupt(self) -> None:
         """Stop a running scan (called from another thread); may do nothing."""
@@ -220,18 +229,89 @@ def window_counts_sql(table: Table, group: tuple[str, ...], where_sql: str, wind
             f" WHERE {where_sql}) AS windowed WHERE w >= {int(first)} AND w < {int(last)} GROUP BY {keys}")
 
 
-# The column a local table's reports keep their payload in, and whether it lists cells (unary encodings).
-REPORT_COLUMNS = {"rr": ("bit", False), "grr": ("value", False), "oue": ("ones", True), "sue": ("ones", True)}
+def _report_items(table: Table, payload: Payload) -> str:
+    """The SQL of the cells (or indices) each report supports, one row each (UNNEST for a list)."""
+    if payload.hashed:  # local hashing: the cells j with ((a·j + b) mod P) mod g = y
+        g, cells = table.client.range, table.domain.size()
+        return (f"UNNEST(list_filter(range({cells}), lambda x: ((CAST(\"a\" AS BIGINT) * x + \"b\") % {HASH_PRIME}) % {g} "
+                "= \"y\"))")
+    return f"UNNEST({quote_identifier(payload.items)})" if payload.items else quote_identifier(payload.item)
 
 
 def report_tally_sql(table: Table, relation: Relation = quote_identifier) -> str:
-    """Per cell `j` of a local table's domain, the reports supporting it (`n`); cell −1 counts every report."""
-    column, listed = REPORT_COLUMNS[table.protocol]
-    cells = table.domain.size()
+    """Per (stratum `s`, item `j`) of a local table's reports: how many support the item (`n`) and the sum of their
+    signs (`t`); rows with j = −1 count each stratum's reports (`mechanisms.ldp.tally`)."""
+    payload = payload_of(table.client)
     source = relation(table.name)
-    support = f"UNNEST({quote_identifier(column)})" if listed else quote_identifier(column)
-    return (f"SELECT CAST(j AS BIGINT) AS j, COUNT(*) AS n FROM (SELECT {support} AS j FROM {source}) AS s "
-            f"WHERE j >= 0 AND j < {cells} GROUP BY j UNION ALL SELECT -1 AS j, COUNT(*) AS n FROM {source}")
+    stratum = f"COALESCE(CAST({quote_identifier(payload.stratum)} AS BIGINT), -2)" if payload.stratum else "0"
+    sign = f"COALESCE(CAST({quote_identifier(payload.sign)} AS DOUBLE), 0)" if payload.sign else "0.0"
+    return (f"SELECT s, CAST(j AS BIGINT) AS j, COUNT(*) AS n, SUM(t) AS t FROM (SELECT {stratum} AS s, "
+            f"{_report_items(table, payload)} AS j, {sign} AS t FROM {source}) AS r WHERE j IS NOT NULL GROUP BY s, j "
+            f"UNION ALL SELECT {stratum} AS s, -1 AS j, COUNT(*) AS n, 0.0 AS t FROM {source} GROUP BY 1")
+
+
+def report_pairs_sql(table: Table, relation: Relation = quote_identifier) -> str:
+    """Per pair of cells (`j`, `k`): how many reports support both (local hashing's co-support, `n`)."""
+    items = _report_items(table, payload_of(table.client))[len("UNNEST("):-1]
+    return (f"SELECT CAST(j AS BIGINT) AS j, CAST(k AS BIGINT) AS k, COUNT(*) AS n FROM (SELECT j, UNNEST(l) AS k FROM "
+            f"(SELECT UNNEST(l) AS j, l FROM (SELECT {items} AS l FROM {relation(table.name)}) AS r) AS p) AS q "
+            "GROUP BY j, k")
+
+
+def graph_edges_sql(graph: Graph, relation: Relation = quote_identifier, window_sql: str | None = None) -> str:
+    """The cleaned edges of a graph's edge table as dense node numbers `s`, `t` (0..n−1, in id order), and
+    with `window_sql` (over the edge table's time column) each edge's window `w`, its earliest: NULL
+    endpoints (and times) and self-loops left out, repeats (and, undirected, reversals) kept once — each
+    rule looks at one edge, so removing a node removes only its own edges (`dpsql.edge_tables`)."""
+    a, b = quote_identifier(graph.source), quote_identifier(graph.target)
+    ends = (f"CASE WHEN {a} < {b} THEN {a} ELSE {b} END AS s, CASE WHEN {a} < {b} THEN {b} ELSE {a} END AS t"
+            if not graph.directed else f"{a} AS s, {b} AS t")
+    timed = f" AND {quote_identifier(graph.time)} IS NOT NULL" if window_sql else ""
+    return (f"WITH r AS (SELECT {ends}, {window_sql or 0} AS w FROM {relation(graph.edges)} "
+            f"WHERE {a} IS NOT NULL AND {b} IS NOT NULL AND {a} <> {b}{timed}), "
+            "e AS (SELECT s, t, MIN(w) AS w FROM r GROUP BY s, t), "
+            "n AS (SELECT x, ROW_NUMBER() OVER (ORDER BY x) - 1 AS i FROM (SELECT s AS x FROM e UNION "
+            "SELECT t AS x FROM e) AS u) "
+            "SELECT ns.i AS s, nt.i AS t, e.w AS w FROM e JOIN n AS ns ON e.s = ns.x JOIN n AS nt ON e.t = nt.x")
+
+
+def graph_marginals(table: Table, cliques: list[Clique], src: np.ndarray, dst: np.ndarray
+                    ) -> dict[Clique, np.ndarray]:
+    """The marginals of a graph's edge table (its count) or node table (its degree histogram) after the
+    projection, from the cleaned edges (`graph_edges_sql`)."""
+    nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    degrees = projected_degrees(table.graph, src, dst, nodes)
+    if table.role == EDGES:
+        return {q: np.asarray([int(degrees[:, 0].sum()) // (1 if table.graph.directed else 2)]) for q in cliques}
+    names = list(table.domain.attributes)  # the degree columns, in `degrees`' order
+    out = {}
+    for q in cliques:
+        shape = tuple(table.domain.size_of(a) for a in q)
+        cells = np.ravel_multi_index(tuple(degrees[:, names.index(a)] for a in q), shape) if q else \
+            np.zeros(nodes, dtype=np.int64)
+        out[q] = np.bincount(cells, minlength=int(np.prod(shape, dtype=np.int64))).astype(np.int64)
+    return out
+
+
+def graph_window_counts(table: Table, group: tuple[str, ...], where_sql: str, first: int, last: int,
+                        changes: dict[str, np.ndarray]) -> np.ndarray:
+    """(windows first..last−1, cells of `group`) sums of the change rows (`edge_tables.window_changes`) meeting
+    `where_sql`: the difference sequence of a graph table's counts. (Evaluated in a DuckDB of its own: the
+    rows are already out of the engine, and a few per edge.)"""
+    con = duckdb.connect()
+    try:
+        con.register("changes", changes)
+        bins = "".join(f", {table.columns[g].bin_sql()} AS b{i}" for i, g in enumerate(group))
+        result = con.execute(f"SELECT w{bins}, SUM(n) AS n FROM changes WHERE ({where_sql}) AND w >= {int(first)} "
+                             f"AND w < {int(last)} GROUP BY ALL").fetchnumpy()
+    finally:
+        con.close()
+    shape = (last - first, *(table.columns[g].size for g in group))
+    out = np.zeros(shape, dtype=np.int64)
+    index = (np.asarray(result["w"], dtype=np.int64) - first,
+             *(np.asarray(result[f"b{i}"], dtype=np.int64) for i in range(len(group))))
+    np.add.at(out, index, np.asarray(result["n"], dtype=np.int64))
+    return out.reshape(last - first, -1)
 
 
 def decode_marginals(
@@ -280,6 +360,11 @@ class SQLBackend:
         if not cliques:
             return {}
         self.check(table, key)
+        if table.graph is not None:
+            edges = self._run(graph_edges_sql(table.graph, self.relation), ["s", "t", "w"],
+                              f"reading the edges of {table.graph.edges!r}")
+            return graph_marginals(table, cliques, np.asarray(edges["s"], dtype=np.int64),
+                                   np.asarray(edges["t"], dtype=np.int64))
         sql, names = marginal_sql(table, cliques, key, self.relation)
         result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
         return decode_marginals(table, cliques, names, result)
@@ -298,6 +383,16 @@ class SQLBackend:
     def window_counts(self, table: Table, group: tuple[str, ...], where_sql: str, window_sql: str, first: int,
                       last: int, key: str | None = None) -> np.ndarray:
         self.check(table, key)
+        if table.graph is not None:
+            edges = self._run(graph_edges_sql(table.graph, self.relation, window_sql), ["s", "t", "w"],
+                              f"reading the edges of {table.graph.edges!r}")
+            try:
+                changes = window_changes(table.graph, table.role, *(np.asarray(edges[c], dtype=np.int64)
+                                                                    for c in ("s", "t", "w")))
+            except BoundBroken as e:
+                log.error("%s: the data breaks the catalog's declared degree bound", e)
+                raise OperationalError(BOUND_BROKEN) from None
+            return graph_window_counts(table, group, where_sql, first, last, changes)
         names = [f"b{i}" for i in range(len(group))]
         result = self._run(window_counts_sql(table, group, where_sql, window_sql, first, last, key, self.relation),
                            ["w", *names, "n"], f"counting windows of {table.name!r}", key)
@@ -308,12 +403,19 @@ class SQLBackend:
         np.add.at(out, index, np.asarray(result["n"], dtype=np.int64))
         return out.reshape(last - first, -1)
 
-    def report_tally(self, table: Table) -> tuple[np.ndarray, int]:
-        result = self._run(report_tally_sql(table, self.relation), ["j", "n"], f"tallying the reports of {table.name!r}")
-        cells, counts = np.asarray(result["j"], dtype=np.int64), np.asarray(result["n"], dtype=np.int64)
-        support = np.zeros(table.domain.size(), dtype=np.int64)
-        support[cells[cells >= 0]] = counts[cells >= 0]
-        return support, int(counts[cells == -1].sum())
+    def report_tally(self, table: Table) -> ReportTally:
+        what = f"tallying the reports of {table.name!r}"
+        r = self._run(report_tally_sql(table, self.relation), ["s", "j", "n", "t"], what)
+        s, j, n, t = (np.asarray(r[c]) for c in ("s", "j", "n", "t"))
+        s, j, n = s.astype(np.int64), j.astype(np.int64), n.astype(np.int64)
+        drawn = {int(a): int(b) for a, b in zip(s[j == -1], n[j == -1])}
+        pairs = None
+        if payload_of(table.client).hashed:
+            p = self._run(report_pairs_sql(table, self.relation), ["j", "k", "n"], what)
+            pairs = np.stack([np.asarray(p[c], dtype=float) for c in ("j", "k", "n")], axis=1).reshape(-1, 3)
+        keep = j >= 0
+        return ReportTally(int(n[~keep].sum()), s[keep], j[keep], n[keep].astype(float), t[keep].astype(float), drawn,
+                           pairs)
 
     def dropped_rows(self, table: Table, cap: int) -> int:
         self.check(table, "")
@@ -326,7 +428,8 @@ class SQLBackend:
         (and that binding them works); its failure is about the schema, so its message is shown."""
         if (table.name.lower(), table.signature()) in self._checked:
             return
-        sql, _ = marginal_sql(table, [tuple(table.domain.attributes)], key or "-", self.relation)
+        sql = graph_edges_sql(table.graph, self.relation) if table.graph is not None else \
+            marginal_sql(table, [tuple(table.domain.attributes)], key or "-", self.relation)[0]
         if self.dialect != "duckdb":
             sql = sqlglot.transpile(sql, read="duckdb", write=self.dialect)[0]
         try:

@@ -57,17 +57,19 @@ def project(sequence: GraphSequence, bound: DegreeBound) -> GraphSequence:
     later = np.maximum(rank[sequence.src], rank[sequence.dst])
     earlier = np.minimum(rank[sequence.src], rank[sequence.dst])
     if bound.directed:  # out-degrees at the source end, in-degrees at the destination end
-        at_src, at_dst = np.zeros(sequence.nodes, np.int64), np.zeros(sequence.nodes, np.int64)
+        at_src, at_dst = [0] * sequence.nodes, [0] * sequence.nodes
         cap_src, cap_dst = bound.out_degree, bound.in_degree
     else:  # one degree count for both ends
-        at_src = at_dst = np.zeros(sequence.nodes, np.int64)
+        at_src = at_dst = [0] * sequence.nodes
         cap_src = cap_dst = bound.degree
-    keep = np.zeros(sequence.src.size, dtype=bool)
-    for e in np.lexsort((earlier, later)):
-        s, d = sequence.src[e], sequence.dst[e]
-        if at_src[s] < cap_src and at_dst[d] < cap_dst:
-            keep[e] = True
+    order = np.lexsort((earlier, later))
+    kept = []
+    for e, s, d in zip(order.tolist(), sequence.src[order].tolist(), sequence.dst[order].tolist()):
+        if at_src[s] < cap_src and at_dst[d] < cap_dst:  # plain lists: this loop is the projection's cost
+            kept.append(e)
             at_src[s] += 1
             at_dst[d] += 1
+    keep = np.zeros(sequence.src.size, dtype=bool)
+    keep[kept] = True
     return GraphSequence(sequence.times, sequence.src[keep], sequence.dst[keep], sequence.horizon,
                          sequence.directed)

@@ -53,7 +53,8 @@ class GraphSequence:
             if np.any(self.src == self.dst):
                 raise ValueError("self-loops are not allowed")
             pairs = self._pairs()
-            if np.unique(pairs, axis=0).shape[0] != pairs.shape[0]:
+            keys = np.sort(pairs[:, 0] * n + pairs[:, 1])  # one integer per edge: a sort, not a row-wise unique
+            if np.any(keys[1:] == keys[:-1]):
                 raise ValueError("repeated edges are not allowed")
 
     def _pairs(self) -> np.ndarray:

@@ -16,6 +16,11 @@ ranges) and of the hybrid trust model (seeds/000, Ch. 2). Modules:
   and HaarHRR (`haar_leaves`), with exact range variances;
 - `blender`: the hybrid model's variance-optimal blend of an opt-in (central) estimate and a
   local one (`blend`), and the hybrid mean estimators' exact errors and weights (KVH, PWH);
+- `answering`: the registry of protocols SQL answers (`LOCAL_PROTOCOLS`: payload columns and answering
+  family), over `tally` (what is read of the reports), `oracle_answers` (support oracles over the whole
+  domain), `stratified_answers` (sampled-strata protocols: exact covariances of any linear queries),
+  `range_answers` (hrr, hh, haar), `marginal_answers` (inpht, margrr, margps, marght) and
+  `hybrid_answers` (a hybrid table's blend of the opt-in group's central answers with the reports');
 - `simulate`: statistically equivalent simulation of the reports' tallies, for tests and
   benchmarks.
 """

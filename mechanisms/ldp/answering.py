@@ -1,102 +1,111 @@
-"""Answering linear queries from a frequency oracle's reports, with exact variances.
+"""Answering SQL over a local table's reports: the registry of protocols the engine answers.
 
-A table whose rows were randomized on the users' devices (local DP) holds one report per
-user about the user's cell of a public domain of size D. For the pure frequency oracles
-here — `grr` (and `rr`, its D = 2 case) and the unary encodings `oue`/`sue` — each report r
-supports a set S(r) of cells: {r} for direct encoding, the reported ones for unary encoding;
-a cell is supported with probability p by a user whose cell it is and q otherwise. The
-unbiased histogram (thesis §2.4.2, eq. 2.5) is
+A table of local-DP reports names its protocol (`client.PROTOCOLS`) and ε; its size parameters
+come from the declared columns (D, the number of cells, or d, the number of binary columns),
+the rest (`branching`, `oracle`, `order`) are the table's protocol options. `LOCAL_PROTOCOLS`
+maps each answerable protocol to the payload columns its tally reads (`tally.Payload`) and the
+family whose unbiased estimator and exact covariances answer every block:
 
-    x̂ = (Σ_u 1_{S(r_u)} − n q) / (p − q),
+- support oracles over the whole domain (`oracle_answers`): `rr`, `grr`, `oue`, `sue`, `olh`,
+  and `inprr`/`inpps` (SUE/GRR over the 2^d records);
+- sampled-strata protocols (`stratified_answers`): ranges `hrr`, `hh`, `haar`
+  (`range_answers`) and marginals `inpht`, `margrr`, `margps`, `marght` (`marginal_answers`).
 
-and any linear query w·x̂ is a sum of independent per-user terms, so its variance is
-exact: Var(w·x̂) = Σ_u Var(w·1_{S(r_u)}) / (p − q)². For a user of cell v:
-
-- direct encoding: w·1_S = w_r, with E = p w_v + q(W − w_v) and E[·²] = p w_v² + q(W₂ − w_v²);
-- unary encoding (bits independent): Var = q(1 − q) W₂ + w_v² (p(1 − p) − q(1 − q));
-
-(W = Σ_j w_j, W₂ = Σ_j w_j², and likewise for the covariance of two queries w, u with
-W·U and Σ w_j u_j). Summed over users these are linear in the true histogram x, which is
-estimated by x̂ (clipped at 0): the error bars are the unbiased plug-in of the exact
-variance. Every query is answered from the one x̂, so the answers are consistent.
+Adding a protocol is one entry. `inpem` is not answerable (no unbiased estimator or variance).
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
 
-import numpy as np
-
-from mechanisms.arrays import to_numpy
 from mechanisms.domain import Domain
-from mechanisms.ldp.client import PROTOCOLS
-from mechanisms.workload import Block
+from mechanisms.ldp.client import PROTOCOLS, Protocol
+from mechanisms.ldp.marginal_answers import inpht_answers, sampled_marginal_answers
+from mechanisms.ldp.oracle_answers import FrequencyOracleAnswers
+from mechanisms.ldp.range_answers import haar_answers, hh_answers, hrr_answers
+from mechanisms.ldp.tally import Payload, ReportTally
 
-__all__ = ["DIRECT", "UNARY", "FREQUENCY_ORACLES", "FrequencyOracleAnswers"]
-
-DIRECT, UNARY = ("rr", "grr"), ("oue", "sue")
-FREQUENCY_ORACLES = DIRECT + UNARY
+__all__ = ["FrequencyOracleAnswers", "LocalProtocol", "LOCAL_PROTOCOLS", "MAX_DENSE_CELLS", "client_protocol", "local_answers",
+           "payload_of", "protocol_options"]
 
 
-class FrequencyOracleAnswers:
-    """Any block over `domain` from the support counts of n reports of `protocol` at ε (see the module)."""
+def _oracle(domain: Domain, protocol: Protocol, tally: ReportTally) -> FrequencyOracleAnswers:
+    support = tally.dense(0, domain.size())[0]
+    pairs = tally.co_support(domain.size()) if protocol.name == "olh" else None
+    return FrequencyOracleAnswers(domain, protocol.name, protocol.epsilon, support, tally.reports, pairs)
 
-    kind = "local DP reports"
 
-    def __init__(self, domain: Domain, protocol: str, epsilon: float, support: np.ndarray, n: int):
-        if protocol not in FREQUENCY_ORACLES:
-            raise ValueError(f"unknown frequency oracle {protocol!r}: one of {FREQUENCY_ORACLES}")
-        size = domain.size()
-        oracle = PROTOCOLS[protocol](epsilon=epsilon) if protocol == "rr" else \
-            PROTOCOLS[protocol](epsilon=epsilon, domain=size)
-        if oracle.values != size:
-            raise ValueError(f"{protocol} reports {oracle.values} values; the domain has {size} cells")
-        p, q = (float(Fraction(v)) for v in oracle.support_probabilities)
-        self.domain, self.protocol, self.p, self.q, self.n = domain, protocol, p, q, int(n)
-        support = np.asarray(support, dtype=float).reshape(-1)
-        self.histogram = (support - self.n * q) / (p - q)  # x̂ over the whole domain, attribute order
-        self._plug_in = np.clip(self.histogram, 0.0, None)
+@dataclass(frozen=True)
+class LocalProtocol:
+    """An answerable protocol: its payload (or a function of its client object) and its answering family."""
 
-    def source_name(self, block: Block) -> str:
-        return self.kind
+    payload: Payload | Callable[[Protocol], Payload]
+    answers: Callable[[Domain, Protocol, ReportTally], Any]
+    dense: bool = True  # its estimator keeps a cells × cells matrix (covariances): at most MAX_DENSE_CELLS cells
 
-    def covers(self, block: Block) -> bool:
-        return True
 
-    def _marginal(self, values: np.ndarray, clique: tuple[str, ...]) -> np.ndarray:
-        axes = tuple(i for i, a in enumerate(self.domain.attributes) if a not in clique)
-        return values.reshape(self.domain.sizes).sum(axis=axes).reshape(-1)
+MAX_DENSE_CELLS = 4096  # a 4096 × 4096 float64 matrix is 128 MiB
 
-    def _rows(self, block: Block) -> tuple[np.ndarray, tuple[str, ...]]:
-        clique = block.attributes(self.domain)
-        return np.asarray(to_numpy(block.matrix(self.domain, clique).dense()), dtype=float), clique
 
-    def answer(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
-        rows, clique = self._rows(block)
-        return rows @ self._marginal(self.histogram, clique), self.covariance(block, block)
+_SIGNED = Payload(item="index", sign="bit")
+LOCAL_PROTOCOLS: dict[str, LocalProtocol] = {
+    "rr": LocalProtocol(Payload(item="bit"), _oracle, dense=False),
+    "grr": LocalProtocol(Payload(item="value"), _oracle, dense=False),
+    "oue": LocalProtocol(Payload(items="ones"), _oracle, dense=False),
+    "sue": LocalProtocol(Payload(items="ones"), _oracle, dense=False),
+    "olh": LocalProtocol(Payload(hashed=True), _oracle),
+    "inprr": LocalProtocol(Payload(items="ones"), _oracle, dense=False),
+    "inpps": LocalProtocol(Payload(item="value"), _oracle, dense=False),
+    "hrr": LocalProtocol(_SIGNED, hrr_answers),
+    "hh": LocalProtocol(lambda p: Payload(stratum="level", items="ones") if p.oracle == "oue"
+                        else Payload(stratum="level", item="index", sign="bit"), hh_answers),
+    "haar": LocalProtocol(Payload(stratum="level", item="index", sign="bit"), haar_answers),
+    "inpht": LocalProtocol(_SIGNED, inpht_answers),
+    "margrr": LocalProtocol(Payload(stratum="marginal", items="ones"), sampled_marginal_answers),
+    "margps": LocalProtocol(Payload(stratum="marginal", item="value"), sampled_marginal_answers),
+    "marght": LocalProtocol(Payload(stratum="marginal", item="index", sign="bit"), sampled_marginal_answers),
+}
+_SIZES = ("epsilon", "domain", "attributes")  # derived from the table, never options
 
-    def estimate(self, block: Block) -> np.ndarray:
-        rows, clique = self._rows(block)
-        return rows @ self._marginal(self.histogram, clique)
 
-    def variance(self, block: Block) -> np.ndarray:
-        return self.covariance(block, block)
+def protocol_options(protocol: str) -> tuple[str, ...]:
+    """The options a table may set for `protocol` (its client's parameters beyond ε and the sizes)."""
+    return tuple(f.name for f in dataclasses.fields(PROTOCOLS[protocol]) if f.name not in _SIZES)
 
-    def covariance(self, first: Block, second: Block) -> np.ndarray:
-        """Row-wise covariance of two blocks' answers (the plug-in of the exact formula)."""
-        w, clique = self._rows(first)
-        u, other = self._rows(second)
-        if other != clique:  # bring both onto the union of their cliques
-            union = self.domain.canonical(set(clique) | set(other))
-            w, u = (np.asarray(to_numpy(b.matrix(self.domain, union).dense()), dtype=float) for b in (first, second))
-            clique = union
-        x = self._marginal(self._plug_in, clique)
-        cells = self.domain.size() / self.domain.size(clique)  # full-domain cells behind each clique cell
-        p, q, a, n = self.p, self.q, self.p - self.q, self.n
-        sum_w, sum_u, sum_wu = cells * w.sum(axis=1), cells * u.sum(axis=1), cells * (w * u).sum(axis=1)
-        x_wu = (w * u) @ x
-        if self.protocol in UNARY:
-            out = n * q * (1 - q) * sum_wu + (p * (1 - p) - q * (1 - q)) * x_wu
-        else:
-            out = (a - a * a) * x_wu + n * (q * sum_wu - q * q * sum_w * sum_u) - a * q * (sum_u * (w @ x) + sum_w * (u @ x))
-        return np.maximum(out, 0.0) / a**2 if first is second else out / a**2
+
+def client_protocol(protocol: str, epsilon: float, domain: Domain, options: dict | None = None) -> Protocol:
+    """The client object a table's reports were made with (ValueError: the table cannot hold them)."""
+    if protocol not in LOCAL_PROTOCOLS:
+        raise ValueError(f"protocol {protocol!r} is not answerable in SQL; one of {', '.join(LOCAL_PROTOCOLS)}")
+    cls, options = PROTOCOLS[protocol], dict(options or {})
+    unknown = set(options) - set(protocol_options(protocol))
+    if unknown:
+        allowed = ", ".join(protocol_options(protocol)) or "none"
+        raise ValueError(f"{protocol} takes no option {', '.join(sorted(unknown))} (its options: {allowed})")
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if "domain" in fields:
+        options["domain"] = domain.size()
+    if "attributes" in fields or protocol in ("inprr", "inpps"):
+        if any(size != 2 for size in domain.sizes):
+            raise ValueError(f"{protocol} reports records of binary attributes: every column needs exactly 2 cells")
+        options["attributes"] = len(domain.sizes)
+    if LOCAL_PROTOCOLS[protocol].dense and domain.size() > MAX_DENSE_CELLS:
+        raise ValueError(f"{protocol}'s estimator keeps a cells × cells matrix: at most {MAX_DENSE_CELLS} cells, not "
+                         f"{domain.size()} (declare coarser columns, or use a frequency oracle: grr, oue, sue)")
+    made = cls(epsilon=epsilon, **options)
+    if made.values != domain.size():
+        raise ValueError(f"{protocol} reports {made.values} values; the columns have {domain.size()} cells")
+    return made
+
+
+def payload_of(protocol: Protocol) -> Payload:
+    """The payload columns a protocol's reports are tallied from."""
+    payload = LOCAL_PROTOCOLS[protocol.name].payload
+    return payload(protocol) if callable(payload) else payload
+
+
+def local_answers(domain: Domain, protocol: Protocol, tally: ReportTally):
+    """The answering model of a local table's reports (unbiased answers, exact variances, `covariance`)."""
+    return LOCAL_PROTOCOLS[protocol.name].answers(domain, protocol, tally)

@@ -73,14 +73,16 @@ def stratified_variance(noise, spread, counts, total, n: int):
     a query, the query's own population variance, e.g. f(1 − f)). Given the counts, the users of
     the strata are disjoint simple random samples of the n: their means of t have variance
     σ²(n − n_s)/(n_s(n − 1)) and cross-covariance −C/(n − 1); the reports' noise is independent.
-    Strata with a_s = 0 may be left out; an empty stratum with noise or spread gives ∞.
+    Strata with a_s = 0 may be left out; an empty stratum with noise or spread gives ∞. Extra
+    trailing axes of `noise` and `spread` (after the strata) are independent queries, or, with
+    bilinear noise and spread, covariances of query pairs.
     """
-    noise, spread, counts = (np.asarray(x, dtype=float) for x in (noise, spread, counts))
+    noise, spread = (np.asarray(x, dtype=float) for x in (noise, spread))
+    counts = np.asarray(counts, dtype=float).reshape((-1,) + (1,) * (noise.ndim - 1))
     used = (noise != 0) | (spread != 0)
-    if np.any(used & (counts == 0)):
-        return np.inf * np.ones_like(np.asarray(total, dtype=float))
-    per = np.where(used, (noise + n / (n - 1) * spread) / np.where(used, counts, 1), 0.0)
-    return per.sum() - np.asarray(total, dtype=float) / (n - 1)
+    per = np.where(used, (noise + n / (n - 1) * spread) / np.where(counts > 0, counts, 1), 0.0)
+    out = per.sum(axis=0) - np.asarray(total, dtype=float) / (n - 1)
+    return np.where(np.any(used & (counts == 0), axis=0), np.inf, out)
 
 
 def coefficient_means(counts, sums, truth: float) -> np.ndarray:

@@ -110,11 +110,16 @@ def _signs(size: int, level: int) -> np.ndarray:
 
 def haar_leaves(counts: list[np.ndarray], sums: list[np.ndarray], truth: float) -> np.ndarray:
     """HaarHRR's leaf fractions from per-level tallies (level l's arrays have K = 2^(h−l) entries)."""
-    height = len(counts)
+    return haar_from_coefficients([coefficient_means(c, s, truth) for c, s in zip(counts, sums)])
+
+
+def haar_from_coefficients(thetas: list[np.ndarray]) -> np.ndarray:
+    """HaarHRR's leaf fractions from the per-level estimates θ̂_l of the ±1 coefficients (an affine map)."""
+    height = len(thetas)
     size = 1 << height
     leaves = np.full(size, 1.0 / size)
     for level in range(1, height + 1):
-        theta = coefficient_means(counts[level - 1], sums[level - 1], truth)
+        theta = np.asarray(thetas[level - 1], dtype=float)
         w = fwht(theta) / len(theta)  # estimates (C_L − C_R)/N per level-l node
         leaves += _signs(size, level) * np.repeat(w, 1 << level) / (1 << level)
     return leaves
