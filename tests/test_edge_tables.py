@@ -92,6 +92,9 @@ def test_answers_are_the_projected_graph_s_statistics(tmp_path):
     assert np.allclose([n for _, n in cur.fetchall()], histogram, atol=25)
     cur.execute("SELECT COUNT(*) FROM contact_degrees WHERE degree >= 3")  # highDeg_3: free now
     assert cur.result.charged == 0 and cur.fetchone()[0] == pytest.approx((degrees >= 3).sum(), abs=40)
+    cur.execute("SELECT SUM(degree * (degree - 1) / 2) FROM contact_degrees")  # 2-stars: free, from the histogram
+    assert cur.result.charged == 0
+    assert cur.fetchone()[0] == pytest.approx((degrees * (degrees - 1) // 2).sum(), abs=150)
     cur.execute("EXPLAIN SELECT COUNT(*) FROM contacts")
     assert "node DP" in "\n".join(r[0] for r in cur.fetchall())
 

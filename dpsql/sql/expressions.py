@@ -340,12 +340,22 @@ class ExpressionCompiler:
         return Value(c.true, c.true + c.false)
 
     def _scaled(self, node: exp.Expression) -> Value:
+        """A product or quotient: by a numeric literal, or (a product only) of two values. A product of values
+        is a product of per-column functions, so it stays a linear query of the cells (SUM(x * x), SUM(x * y),
+        k-star counts SUM(d * (d - 1) / 2)); its sensitivity comes from its largest value, as any sum's."""
         left, right = node.this, node.expression
         if isinstance(node, exp.Mul) and _is_literal(left) and not _is_literal(right):
             left, right = right, left
+        if isinstance(node, exp.Mul) and not _is_literal(right):
+            first, second = self.value(left), self.value(right)
+            present = first.present * second.present
+            try:
+                return Value(self._numeric(first, node) * self._numeric(second, node) * present, present)
+            except OverflowError as e:
+                raise NotSupportedError(f"{node.sql()!r}: {e}") from None
         if not _is_literal(right) or isinstance(literal_value(right), str):
             raise ProgrammingError(
-                f"{node.sql()!r}: inside an aggregate, multiply or divide only by a numeric literal"
+                f"{node.sql()!r}: inside an aggregate, divide only by a numeric literal"
             )
         factor = _finite(literal_value(right), right)
         if isinstance(node, exp.Div):
