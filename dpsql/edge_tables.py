@@ -50,13 +50,17 @@ Python (one pass, linear in the edges) and counts; only counts leave the engine'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import duckdb
 import numpy as np
 
 from dpsql.errors import CatalogError, NotSupportedError
 from mechanisms.graphs import DegreeBound, DegreeHistogram, EdgeCount, GraphSequence, project
 from mechanisms.graphs.sequence import DEGREE, IN, OUT
+
+if TYPE_CHECKING:
+    from dpsql.catalog import Table
 
 EDGES, NODES = "edges", "nodes"  # the two tables of a graph declaration
 _KEYS = {"source", "target", "directed", "max_degree", "max_in_degree", "max_out_degree", "degrees", "time", "bound"}
@@ -187,6 +191,45 @@ def projected_degrees(graph: Graph, src: np.ndarray, dst: np.ndarray, nodes: int
     return np.stack([kept.degrees(kind)[-1] for kind in kinds], axis=1) if nodes else np.zeros((0, len(kinds)), int)
 
 
+def graph_marginals(table: "Table", cliques: list[tuple[str, ...]], src: np.ndarray, dst: np.ndarray
+                    ) -> dict[tuple[str, ...], np.ndarray]:
+    """The marginals of a graph's edge table (its count) or node table (its degree histogram) after the
+    projection, from the cleaned edges (`dpsql.backends.base.graph_edges_sql`)."""
+    nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    degrees = projected_degrees(table.graph, src, dst, nodes)
+    if table.role == EDGES:
+        return {q: np.asarray([int(degrees[:, 0].sum()) // (1 if table.graph.directed else 2)]) for q in cliques}
+    names = list(table.domain.attributes)  # the degree columns, in `degrees`' order
+    out = {}
+    for q in cliques:
+        shape = tuple(table.domain.size_of(a) for a in q)
+        cells = np.ravel_multi_index(tuple(degrees[:, names.index(a)] for a in q), shape) if q else \
+            np.zeros(nodes, dtype=np.int64)
+        out[q] = np.bincount(cells, minlength=int(np.prod(shape, dtype=np.int64))).astype(np.int64)
+    return out
+
+
+def graph_window_counts(table: "Table", group: tuple[str, ...], where_sql: str, first: int, last: int,
+                        changes: dict[str, np.ndarray]) -> np.ndarray:
+    """(windows first..last−1, cells of `group`) sums of the change rows (`edge_tables.window_changes`) meeting
+    `where_sql`: the difference sequence of a graph table's counts. (Evaluated in a DuckDB of its own: the
+    rows are already out of the engine, and a few per edge.)"""
+    con = duckdb.connect()
+    try:
+        con.register("changes", changes)
+        bins = "".join(f", {table.columns[g].bin_sql()} AS b{i}" for i, g in enumerate(group))
+        result = con.execute(f"SELECT w{bins}, SUM(n) AS n FROM changes WHERE ({where_sql}) AND w >= {int(first)} "
+                             f"AND w < {int(last)} GROUP BY ALL").fetchnumpy()
+    finally:
+        con.close()
+    shape = (last - first, *(table.columns[g].size for g in group))
+    out = np.zeros(shape, dtype=np.int64)
+    index = (np.asarray(result["w"], dtype=np.int64) - first,
+             *(np.asarray(result[f"b{i}"], dtype=np.int64) for i in range(len(group))))
+    np.add.at(out, index, np.asarray(result["n"], dtype=np.int64))
+    return out.reshape(last - first, -1)
+
+
 class BoundBroken(Exception):
     """The data breaks a declared degree bound: the owner's error; nothing may be released."""
 
@@ -218,5 +261,5 @@ def window_changes(graph: Graph, role: str, src: np.ndarray, dst: np.ndarray, wi
             "n": np.concatenate([np.ones(degree.size, np.int64), -np.ones(int(left.sum()), np.int64)])}
 
 
-__all__ = ["DECLARED", "EDGES", "NODES", "PROJECTED", "BoundBroken", "Graph", "parse_graph", "projected_degrees",
-           "window_changes"]
+__all__ = ["DECLARED", "EDGES", "NODES", "PROJECTED", "BoundBroken", "Graph", "graph_marginals", "graph_window_counts",
+           "parse_graph", "projected_degrees", "window_changes"]

@@ -22,12 +22,11 @@ from __future__ import annotations
 import logging
 from typing import Callable, Protocol
 
-import duckdb
 import numpy as np
 import sqlglot
 
 from dpsql.catalog import CATEGORICAL, KEY, Column, Table, quote_identifier, quote_string
-from dpsql.edge_tables import EDGES, BoundBroken, Graph, projected_degrees, window_changes
+from dpsql.edge_tables import BoundBroken, Graph, graph_marginals, graph_window_counts, window_changes
 from dpsql.errors import OperationalError, ProgrammingError
 from mechanisms.ldp.answering import payload_of
 from mechanisms.ldp.client import HASH_PRIME
@@ -273,45 +272,6 @@ def graph_edges_sql(graph: Graph, relation: Relation = quote_identifier, window_
             "n AS (SELECT x, ROW_NUMBER() OVER (ORDER BY x) - 1 AS i FROM (SELECT s AS x FROM e UNION "
             "SELECT t AS x FROM e) AS u) "
             "SELECT ns.i AS s, nt.i AS t, e.w AS w FROM e JOIN n AS ns ON e.s = ns.x JOIN n AS nt ON e.t = nt.x")
-
-
-def graph_marginals(table: Table, cliques: list[Clique], src: np.ndarray, dst: np.ndarray
-                    ) -> dict[Clique, np.ndarray]:
-    """The marginals of a graph's edge table (its count) or node table (its degree histogram) after the
-    projection, from the cleaned edges (`graph_edges_sql`)."""
-    nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-    degrees = projected_degrees(table.graph, src, dst, nodes)
-    if table.role == EDGES:
-        return {q: np.asarray([int(degrees[:, 0].sum()) // (1 if table.graph.directed else 2)]) for q in cliques}
-    names = list(table.domain.attributes)  # the degree columns, in `degrees`' order
-    out = {}
-    for q in cliques:
-        shape = tuple(table.domain.size_of(a) for a in q)
-        cells = np.ravel_multi_index(tuple(degrees[:, names.index(a)] for a in q), shape) if q else \
-            np.zeros(nodes, dtype=np.int64)
-        out[q] = np.bincount(cells, minlength=int(np.prod(shape, dtype=np.int64))).astype(np.int64)
-    return out
-
-
-def graph_window_counts(table: Table, group: tuple[str, ...], where_sql: str, first: int, last: int,
-                        changes: dict[str, np.ndarray]) -> np.ndarray:
-    """(windows first..last−1, cells of `group`) sums of the change rows (`edge_tables.window_changes`) meeting
-    `where_sql`: the difference sequence of a graph table's counts. (Evaluated in a DuckDB of its own: the
-    rows are already out of the engine, and a few per edge.)"""
-    con = duckdb.connect()
-    try:
-        con.register("changes", changes)
-        bins = "".join(f", {table.columns[g].bin_sql()} AS b{i}" for i, g in enumerate(group))
-        result = con.execute(f"SELECT w{bins}, SUM(n) AS n FROM changes WHERE ({where_sql}) AND w >= {int(first)} "
-                             f"AND w < {int(last)} GROUP BY ALL").fetchnumpy()
-    finally:
-        con.close()
-    shape = (last - first, *(table.columns[g].size for g in group))
-    out = np.zeros(shape, dtype=np.int64)
-    index = (np.asarray(result["w"], dtype=np.int64) - first,
-             *(np.asarray(result[f"b{i}"], dtype=np.int64) for i in range(len(group))))
-    np.add.at(out, index, np.asarray(result["n"], dtype=np.int64))
-    return out.reshape(last - first, -1)
 
 
 def decode_marginals(
