@@ -336,15 +336,19 @@ class Executor:
     def record(self, releases: list[Release], models: dict[str, AnsweringModel] | None = None) -> None:
         """Charge releases (one atomic ledger transaction) and keep their measurements and models.
 
-        `models` are the answering models already built with the releases (else built here)."""
+        `models` are the answering models already built with the releases (else built here, before the
+        charge: built after it, the ledger read would hold the new measurements already, and adding them
+        again would count them twice)."""
         if not releases:
             return
+        models = {r.table.name.lower(): (models or {}).get(r.table.name.lower())
+                  or self._with(r.table, r.measurements, r.estimator) for r in releases}
         if self.hooks.before_charge is not None:
             self.hooks.before_charge()  # the last point a statement can be cancelled: nothing charged yet
         self.ledger.charge_all([self._entry(r) for r in releases])
         for r in releases:
             key = r.table.name.lower()
-            model = (models or {}).get(key) or self._with(r.table, r.measurements, r.estimator)
+            model = models[key]
             self.models[key], self.generative[key] = model.exact, model.generative
             if self._versions.get(key) == self.ledger.opened_version:
                 self._versions[key] = self.ledger.written_version  # nobody else wrote: the model is current

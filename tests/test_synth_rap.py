@@ -109,6 +109,19 @@ def test_an_altered_model_breaks_the_chain_and_is_not_used(files):
     assert later.session.executor.answering(later.session.catalog.get("t")).generative == []
 
 
+@pytest.mark.parametrize("mechanism", ["aim", "rap"])
+def test_the_session_keeps_each_released_measurement_once(files, mechanism):
+    """After a charge the connection's model holds what the ledger holds: no measurement twice (which would
+    make its error bars too narrow)."""
+    conn = _connect(files)
+    _ask(conn, "SELECT age, pay, COUNT(*) FROM t GROUP BY age, pay")
+    kwargs = {"workload": "past"} if mechanism == "rap" else {"degree": 2}
+    synthesize(conn, "t", 1.0, files / "out.parquet", mechanism=mechanism, **kwargs)
+    table = conn.session.catalog.get("t")
+    held = conn.session.executor.model(table).measurements
+    assert len(held) == len(conn.ledger.measurements("t", table.signature()))
+
+
 def test_command_line_parser():
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
