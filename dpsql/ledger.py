@@ -30,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import getpass
 import hashlib
+import itertools
 import json
 import os
 import secrets
@@ -151,12 +152,16 @@ class Ledger:
         self._status_cache: tuple | None = None  # ((files' signature, limit), status): see `status`
         self._records_cache: tuple | None = None  # (files' signature, every record): see `records`
         self._models_cache: dict[str, tuple[str, dict]] = {}  # SHA-256 -> (signature, model): see `models`
+        self._tables: set[str] = set()  # state tables known to exist (tables are never dropped): see `_has`
+        self._appends = itertools.count(1)  # an in-memory state's cache version: see `_cache_version`
+        self._generation = 0
         self.opened_version: tuple | None = None  # the version when this ledger's last operation began
         self.written_version: tuple | None = None  # ... and when it ended
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         with self._open() as con:
             for stmt in _SCHEMA:
                 con.execute(stmt)
+            self._tables.update(("dpsql_records", "dpsql_models"))
             row = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchone()
             if row is None:
                 if total is None:
@@ -189,7 +194,8 @@ class Ledger:
         ledger = cls.__new__(cls)
         ledger.path, ledger.who, ledger._memory, ledger.limit = path, _user(), None, None
         ledger._status_cache = ledger._records_cache = None
-        ledger._models_cache = {}
+        ledger._models_cache, ledger._tables = {}, set()
+        ledger._appends, ledger._generation = itertools.count(1), 0
         with ledger._open() as con:
             try:
                 rows = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchall()
@@ -237,7 +243,7 @@ class Ledger:
         each release's δ lowers the capacity by capacity(δ spent before it) − capacity(δ spent after it).
         That loss counts against the releasing analyst's own limit, so one analyst's key releases cannot
         spend the budget the others were allowed."""
-        if not _has_records(con):
+        if not self._has(con, "dpsql_records"):
             return self.capacity(0.0) - self.capacity(more) if more else 0.0
         rows = con.execute("SELECT r.delta, l.who FROM dpsql_records r JOIN dpsql_ledger l USING (seq) "
                            "WHERE r.delta > 0 ORDER BY r.seq").fetchall()
@@ -265,7 +271,7 @@ class Ledger:
         return self._state()[1]
 
     def _state(self) -> tuple[tuple[float, float, float], float]:
-        signature = self.version()
+        signature = self._cache_version()
         cached = self._status_cache
         if signature is not None and cached is not None and cached[0] == (signature, self.limit):
             return cached[1]
@@ -308,9 +314,8 @@ class Ledger:
             return 0.0
         return min(self.total, epsilon_delta_to_zcdp(zcdp_to_epsilon(self.total, self.delta), self.delta - delta_spent))
 
-    @staticmethod
-    def _delta_spent(con) -> float:
-        if not _has_records(con):
+    def _delta_spent(self, con) -> float:
+        if not self._has(con, "dpsql_records"):
             return 0.0
         return float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_records").fetchone()[0])
 
@@ -325,12 +330,12 @@ class Ledger:
                 and (table is None or t.lower() == table.lower())]
 
     def _records(self) -> list[tuple[str, str, str, Any]]:
-        signature = self.version()
+        signature = self._cache_version()
         if signature is not None and self._records_cache is not None and self._records_cache[0] == signature:
             return self._records_cache[1]
         with self._open() as con:
             rows = con.execute("SELECT kind, table_name, name, payload FROM dpsql_records ORDER BY seq").fetchall() \
-                if _has_records(con) else []
+                if self._has(con, "dpsql_records") else []
         records = [(k, t, n, json.loads(p)) for k, t, n, p in rows]
         self._records_cache = (signature, records) if signature is not None else None
         return records
@@ -386,7 +391,7 @@ class Ledger:
         """The status as if the entries' records were kept (their δ lowers the capacity); a record that
         exists already (another connection released it meanwhile) is refused."""
         for e in entries:
-            if e.record is not None and e.table is not None and _has_records(con) and con.execute(
+            if e.record is not None and e.table is not None and self._has(con, "dpsql_records") and con.execute(
                     "SELECT 1 FROM dpsql_records WHERE kind = ? AND lower(table_name) = lower(?) AND name = ?",
                     [e.record.kind, e.table, e.record.name]).fetchone():
                 raise OperationalError(f"{e.table}'s {e.record.kind} {e.record.name!r} was released meanwhile (by "
@@ -407,6 +412,8 @@ class Ledger:
                                                                        Record(KEYS, "", [], delta))]))
 
     def _append(self, con, e: "Entry") -> Charge:
+        if self._memory is not None:  # before writing: a rolled-back append only makes caches read again
+            self._generation = next(self._appends)
         last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
         seq = 1 if last is None else int(last[0]) + 1
         prev = last[1] if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]
@@ -547,6 +554,18 @@ class Ledger:
         if spent > capacity * (1 + _SLACK):
             problems.append(f"charges add up to {spent:g}, over the total budget {capacity:g}")
         return problems
+
+    def _cache_version(self) -> tuple | None:
+        """What keys this object's own caches of the state (`status`, `records`): the `version`, or in
+        memory (only this object writes it, every change through `_append`) how many appends began."""
+        return ("memory", self._generation) if self._memory is not None else self.version()
+
+    def _has(self, con, table: str) -> bool:
+        """Whether the state holds `table` (ledgers written before it existed do not); a table once seen is
+        remembered, as none is ever dropped (asking DuckDB's catalog costs about a millisecond)."""
+        if table not in self._tables and _has_table(con, table):
+            self._tables.add(table)
+        return table in self._tables
 
     def close(self) -> None:
         if self._memory is not None:

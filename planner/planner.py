@@ -92,22 +92,43 @@ def plan_workload(
     if not allowed:
         raise ValueError(f"no strategy family among {families}")
     deadline = deadline or Deadline()
-    direct = families is None and not existing and _direct_is_optimal(workload.blocks)
+    direct = None if families is not None or existing else _direct_reason(workload, noise)
     if direct:
         allowed = [cls for cls in allowed if cls.name in ESSENTIAL]
     if objective == TOTAL_SQUARED:
         plan = _plan(workload, budget, noise, delta, existing, allowed, contribution, deadline)
-        if families is None and not direct and contribution == 1 and not any(b.mapped_rows for b in workload.blocks):
+        # Adaptive procedures (AIM, RAP) are not linear strategies, so the lower bound of `_separable_blocks`
+        # does not cover them: only the single product query (which they never take) skips them.
+        if families is None and direct != _ONE_PRODUCT and contribution == 1 \
+                and not any(b.mapped_rows for b in workload.blocks):
             plan = _with_adaptive(plan, workload, budget, rows, deadline)
     else:
         plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution, deadline)
     if direct:
-        plan.notes.append("a single product query whose rows do not overlap: measured as asked, which no "
-                          "strategy beats (other families not costed)")
+        plan.notes.append(direct)
     if deadline.note():
         plan.notes.append(deadline.note())
     plan.planning_seconds = time.perf_counter() - started
     return plan
+
+
+_ONE_PRODUCT = ("a single product query whose rows do not overlap: measured as asked, which no strategy beats "
+                "(other families not costed)")
+_SEPARABLE = ("queries whose rows are uncorrelated on the cells where each is largest: measured as asked, which no "
+              "linear strategy beats (other families not costed)")
+# The separability certificate densifies each block's per-attribute factors: beyond these sizes it is not tried.
+_CERTIFICATE_MAX_BLOCKS = 8
+_CERTIFICATE_MAX_ENTRIES = 1 << 20  # per factor (rows × values of one attribute)
+
+
+def _direct_reason(workload: Workload, noise: str) -> str | None:
+    """Why measuring the workload as asked (per query) is optimal, so no other family need be costed; None if
+    that is not known."""
+    if _direct_is_optimal(workload.blocks):
+        return _ONE_PRODUCT
+    if noise == GAUSSIAN and _separable_blocks(workload.blocks, workload.domain):
+        return _SEPARABLE
+    return None
 
 
 def _direct_is_optimal(blocks: list[Block]) -> bool:
@@ -138,6 +159,100 @@ def _direct_is_optimal(blocks: list[Block]) -> bool:
         if not entries.size or not np.allclose(entries, entries[0], rtol=1e-12, atol=0) or entries[0] == 0:
             return False
     return True
+
+
+def _separable_blocks(blocks: list[Block], domain: Domain) -> bool:
+    """Whether measuring every block as asked, with the optimal budget split, is optimal among all linear
+    strategies under Gaussian noise (L2 sensitivity): a certificate for workloads of several blocks.
+
+    **The bound.** Let W stack the blocks' rows, each block's scaled by √weight. Any linear strategy A
+    (any family's measurements together, budget split included, being rows of one A) answering W as
+    W = B·A has total squared error ‖B‖²_F·Δ₂(A)²/(2ρ). For any distribution p over the cells,
+    ‖W·D_p^½‖_* = ‖B·A·D_p^½‖_* ≤ ‖B‖_F·‖A·D_p^½‖_F (Hölder) and ‖A·D_p^½‖²_F = Σ_j p_j‖A e_j‖² ≤ Δ₂(A)²,
+    so no linear strategy has an error below ‖W·D_p^½‖²_*/(2ρ). (Attributes outside the blocks' cliques
+    take a uniform p and drop out: the bound is over the whole table's cells.)
+
+    **Per query meets it** when p can be chosen so that (a) the blocks' rows are uncorrelated under p,
+    W_i·D_p·W_jᵀ = 0 for i ≠ j, so W·D_p^½ is a direct sum and ‖W·D_p^½‖_* = Σ_i √w_i·‖W_i·D_p^½‖_*; and
+    (b) each block is isotropic on the cells where its column norm is largest, W_i·D_p·W_iᵀ = (Δ_i²/m_i)·I
+    with p on those cells, so ‖W_i·D_p^½‖_* = √m_i·Δ_i (m_i rows, Δ_i its L2 sensitivity). Then the bound
+    is (Σ_i √(w_i·m_i)·Δ_i)²/(2ρ), exactly the per-query family's error under its optimal split: no family
+    (marginals, range trees, HDMM, residuals, factorization) can be lower, for any weights — so the
+    min-max objective's reweighting keeps it too. The certificate is one choice of p: the product over
+    attributes of the uniform distribution on the values where every block's factor has its largest column
+    norm (Kronecker products factor the conditions attribute by attribute: (a) needs one attribute whose
+    factors are uncorrelated, (b) every attribute's factor isotropic). It holds, e.g., for AVG's sum
+    (values centred on the declared range) and count over the same groups: on the two extreme values the
+    centred sum is ±c and the count 1, uncorrelated. It fails (and every family is costed) for overlapping
+    or nested queries, or ones that leave cells out where another block reads them.
+
+    It is tried only when one block's clique holds every other's (AVG's count reads a subset of its sum's
+    clique when the column is not nullable): the argument holds for any cliques, with Total factors, but
+    workloads spread over many attributes rarely pass and densifying them costs planning time. Laplace
+    noise (L1 sensitivity) has no such bound here, and adaptive procedures (AIM, RAP) are not linear: the
+    caller still costs those.
+    """
+    live = [b for b in blocks if b.terms]
+    if not 2 <= len(live) <= _CERTIFICATE_MAX_BLOCKS or any(b.mapped_rows for b in live):
+        return False
+    cliques = {b.attributes(domain) for b in live}
+    attributes = domain.canonical(a for c in cliques for a in c)
+    if not attributes or attributes not in cliques:  # one clique holding the others (AVG's sum and count)
+        return False
+    factors = [_product_factors(b, domain, attributes) for b in live]
+    if any(f is None for f in factors):
+        return False
+    uncorrelated = np.zeros((len(live), len(live)), dtype=bool)
+    for a in attributes:
+        mats = [f[a] for f in factors]
+        norms = [np.sqrt((m * m).sum(axis=0)) for m in mats]
+        largest = [float(n.max()) for n in norms]
+        if min(largest) <= 0:
+            return False
+        cells = np.logical_and.reduce([n >= top * (1 - 1e-9) for n, top in zip(norms, largest)])
+        if not cells.any():
+            return False
+        parts = [m[:, cells] for m in mats]
+        count = int(cells.sum())
+        for i, (part, top) in enumerate(zip(parts, largest)):
+            gram = np.einsum("ij,kj->ik", part, part) / count  # no BLAS: its threads cost more than tiny products
+            if not np.allclose(gram, np.eye(part.shape[0]) * (top**2 / part.shape[0]), rtol=0, atol=1e-9 * top**2):
+                return False  # not isotropic on those cells: not every row is as large as the largest
+            for j in range(i + 1, len(parts)):
+                cross = np.einsum("ij,kj->ik", part, parts[j]) / count
+                if np.allclose(cross, 0.0, rtol=0, atol=1e-9 * top * largest[j]):
+                    uncorrelated[i, j] = uncorrelated[j, i] = True
+    np.fill_diagonal(uncorrelated, True)
+    return bool(uncorrelated.all())
+
+
+def _product_factors(block: Block, domain: Domain, attributes: tuple[str, ...]) -> dict[str, np.ndarray] | None:
+    """The block as one Kronecker product over `attributes`: a dense matrix per attribute (Total for those
+    it does not read), or None when its terms do not collapse into one product (they may differ in one
+    attribute's factor only, e.g. AVG's centred sum: values − centre·ones) or a factor is too large."""
+    clique = block.attributes(domain)
+    terms = []
+    for term in block.terms:
+        own = dict(zip(clique, block.term_factors(term, domain, clique)))
+        dense = {}
+        for a in attributes:
+            n = domain.size_of(a)
+            if a not in own:
+                dense[a] = np.ones((1, n))
+                continue
+            if own[a].shape[0] * n > _CERTIFICATE_MAX_ENTRIES:
+                return None
+            dense[a] = np.asarray(to_numpy(own[a].dense()), dtype=float)
+        terms.append((term.coef, dense))
+    first = terms[0][1]
+    differing = {a for _, fs in terms[1:] for a in attributes
+                 if fs[a].shape != first[a].shape or not np.array_equal(fs[a], first[a])}
+    if len(differing) > 1:
+        return None
+    out = dict(first)
+    axis = differing.pop() if differing else attributes[0]
+    out[axis] = sum(coef * fs[axis] for coef, fs in terms)
+    return out
 
 
 # Costs within this relative distance are ties; a tie goes to the family listed first in FAMILIES.

@@ -146,9 +146,51 @@ def test_one_product_query_is_measured_as_asked_without_costing_other_families(s
         ("SELECT age, SUM(age) FROM people GROUP BY age",),  # unequal weights on one axis: not as asked
         ("SELECT age, COUNT(*) FROM people WHERE age < 30 GROUP BY age",),  # rows known to be zero
         ("SELECT sex, COUNT(*) FROM people GROUP BY sex", "SELECT COUNT(*) FROM people WHERE age < 18"),
-        ("SELECT sex, AVG(hours_per_week) FROM people GROUP BY sex",),  # two blocks
+        # disjoint rows in separate queries: measuring the identity once beats splitting the budget
+        ("SELECT COUNT(*) FROM people WHERE sex = 'F'", "SELECT COUNT(*) FROM people WHERE sex = 'M'"),
+        # a sum not centred and a count: correlated on the sum's largest value
+        ("SELECT sex, SUM(hours_per_week) FROM people GROUP BY sex", "SELECT sex, COUNT(*) FROM people GROUP BY sex"),
+        ("SELECT age, income, COUNT(*) FROM people GROUP BY age, income",
+         "SELECT age, COUNT(*) FROM people WHERE income > 50000 GROUP BY age"),
     ],
 )
 def test_other_workloads_cost_every_family(queries):
     plan = plan_workload(workload(*queries), 0.01)
     assert not any("measured as asked" in n for n in plan.notes)
+
+
+SEPARABLE = [
+    ("SELECT sex, AVG(hours_per_week) FROM people GROUP BY sex",),
+    ("SELECT AVG(hours_per_week) FROM people",),
+    ("SELECT education, AVG(age) FROM people WHERE region = 'South' GROUP BY education",),
+    ("SELECT sex, race, AVG(income) FROM people WHERE age BETWEEN 30 AND 39 GROUP BY sex, race",),
+]
+
+
+@pytest.mark.parametrize("queries", SEPARABLE)
+def test_separable_blocks_are_measured_as_asked_and_nothing_beats_them(queries):
+    """AVG's centred sum and its count: per query is certified optimal among linear strategies (no other
+    family costed), and costing every family indeed finds nothing lower; the certificate's lower bound,
+    computed independently here (the nuclear norm of the weighted workload under the uniform distribution
+    on the extreme cells), equals the per-query error."""
+    w, noise = workload(*queries), "gaussian"
+    plan = plan_workload(w, 0.01, noise)
+    assert plan.chosen == PER_QUERY and any("measured as asked" in n for n in plan.notes)
+    assert {a.name for a in plan.alternatives} <= {PER_QUERY, "marginals"}
+    full = plan_workload(w, 0.01, noise, families=[f.name for f in FAMILIES])
+    least = min(a.total_squared_error for a in full.alternatives)
+    chosen = next(a.total_squared_error for a in plan.alternatives if a.name == PER_QUERY)
+    assert chosen == pytest.approx(least, rel=1e-9)
+    assert plan_workload(w, 0.01, noise, objective=MAX_ERROR).chosen == PER_QUERY  # any weights: min-max too
+    # Laplace noise (L1 sensitivity) has no such certificate: every family is costed.
+    assert not any("measured as asked" in n for n in plan_workload(w, 0.1, "laplace").notes)
+    domain = w.domain
+    blocks = [b for b in w.blocks if b.terms]
+    clique = domain.canonical(a for b in blocks for a in b.attributes(domain))
+    mats = [b.matrix(domain, clique).dense() * np.sqrt(b.weight) for b in blocks]
+    norms = [np.sqrt((m * m).sum(axis=0)) for m in mats]
+    extreme = np.logical_and.reduce([n >= n.max() * (1 - 1e-9) for n in norms])
+    p = extreme / extreme.sum()
+    bound = np.linalg.svd(np.vstack(mats) * np.sqrt(p), compute_uv=False).sum() ** 2 / 2  # at ρ = 1
+    per_query = PerQuery(domain, noise).unit_error(blocks)
+    assert bound == pytest.approx(per_query, rel=1e-9)
