@@ -24,7 +24,8 @@ from pathlib import Path
 import duckdb
 
 from dpsql.backends.base import marginal_sql
-from dpsql.catalog import Catalog, quote_identifier, quote_string
+from dpsql.catalog import Catalog
+from dpsql.columns import quote_identifier, quote_string
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 

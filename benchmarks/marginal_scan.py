@@ -25,7 +25,8 @@ from pathlib import Path
 import duckdb
 
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import NUMERIC, Catalog, Table
+from dpsql.catalog import Catalog, Table
+from dpsql.columns import NUMERIC
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 RESULTS = Path(__file__).parent / "results" / "marginal_scan.json"

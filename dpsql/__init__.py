@@ -14,7 +14,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 from dpsql import synth
-from dpsql.catalog import Catalog, categorical, integer, numeric
+from dpsql.catalog import Catalog
+from dpsql.columns import categorical, integer, numeric
 from dpsql.dbapi import Connection, Cursor, connect
 from dpsql.dbapi_types import (
     BINARY,

@@ -27,7 +27,8 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from dpsql.catalog import Catalog, Table, quote_identifier
+from dpsql.catalog import Catalog, Table
+from dpsql.columns import quote_identifier
 from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.executor import Executor
 from dpsql.ledger import CONTINUAL, EMIT, Entry, Record

@@ -45,7 +45,8 @@ from typing import Any, Callable
 
 import duckdb
 
-from dpsql.catalog import Catalog, quote_identifier, quote_string
+from dpsql.catalog import Catalog
+from dpsql.columns import quote_identifier, quote_string
 from dpsql.dbapi import Connection, connect
 from dpsql.errors import ProgrammingError
 from dpsql.formatting import dp_columns, stderr_name

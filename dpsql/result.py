@@ -18,7 +18,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.catalog import NUMERIC
+from dpsql.columns import NUMERIC
 from dpsql.sql.compiler import RESULT_RELATION, ROW_ORDER, Aggregate, CompiledQuery
 from dpsql.errors import ProgrammingError
 from dpsql.sql.public import SANDBOX_CONFIG

@@ -19,7 +19,8 @@ from sqlglot import exp
 
 from dpsql.backends import Backend
 from dpsql.budget import Budget, Sizing, checked
-from dpsql.catalog import KEY, Catalog
+from dpsql.catalog import Catalog
+from dpsql.columns import KEY
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.continual import ContinualQueries
 from dpsql.executor import Executor, local_plan

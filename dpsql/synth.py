@@ -40,7 +40,8 @@ from typing import Callable
 import duckdb
 import numpy as np
 
-from dpsql.catalog import Table, quote_identifier, quote_string
+from dpsql.catalog import Table
+from dpsql.columns import quote_identifier, quote_string
 from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
 from dpsql.executor import Release
 from mechanisms.accounting import Amount

@@ -29,7 +29,8 @@ from typing import Any, Sequence
 import duckdb
 from sqlglot import exp
 
-from dpsql.catalog import Table, quote_identifier
+from dpsql.catalog import Table
+from dpsql.columns import quote_identifier
 from dpsql.errors import Error, IntegrityError, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.sql.public import SANDBOX_CONFIG, check_public
 from dpsql.result import Result

@@ -22,7 +22,8 @@ import sqlglot
 
 import dpsql
 from dpsql.backends import DuckDBBackend, make_backend, marginal_sql
-from dpsql.catalog import Catalog, categorical, integer, numeric
+from dpsql.catalog import Catalog
+from dpsql.columns import categorical, integer, numeric
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 ROWS = 20_000

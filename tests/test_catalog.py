@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from dpsql import CatalogError, ProgrammingError
-from dpsql.catalog import Catalog, Column, categorical, integer, numeric, parse_column
+from dpsql.catalog import Catalog
+from dpsql.columns import Column, categorical, integer, numeric, parse_column
 
 TOML = """
 [tables.people]

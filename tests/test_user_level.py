@@ -18,7 +18,8 @@ import pytest
 import dpsql
 from dpsql.backends import DuckDBBackend
 from dpsql.backends.base import bounded_source
-from dpsql.catalog import Catalog, Table, integer
+from dpsql.catalog import Catalog, Table
+from dpsql.columns import integer
 from dpsql.sql.compiler import compile_query
 from dpsql.errors import CatalogError, OperationalError
 from dpsql.ledger import Ledger

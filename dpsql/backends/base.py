@@ -25,7 +25,8 @@ from typing import Callable, Protocol
 import numpy as np
 import sqlglot
 
-from dpsql.catalog import CATEGORICAL, KEY, Column, Table, quote_identifier, quote_string
+from dpsql.catalog import Table
+from dpsql.columns import CATEGORICAL, KEY, Column, quote_identifier, quote_string
 from dpsql.edge_tables import BoundBroken, Graph, graph_marginals, graph_window_counts, window_changes
 from dpsql.errors import OperationalError, ProgrammingError
 from mechanisms.ldp.answering import payload_of

@@ -6,7 +6,7 @@ import duckdb
 import numpy as np
 
 from dpsql.backends.base import SQLBackend
-from dpsql.catalog import quote_identifier
+from dpsql.columns import quote_identifier
 
 
 class DuckDBBackend(SQLBackend):

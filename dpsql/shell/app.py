@@ -22,7 +22,7 @@ from typing import Iterable, TextIO
 import duckdb
 
 import dpsql
-from dpsql.catalog import quote_identifier
+from dpsql.columns import quote_identifier
 from dpsql.dbapi import Connection
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, write_people_database
 from dpsql.errors import Error, ProgrammingError

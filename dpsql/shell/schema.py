@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dpsql.catalog import CATEGORICAL
+from dpsql.columns import CATEGORICAL
 from dpsql.dbapi import Connection
 
 PROTECTED = "protected"

@@ -30,7 +30,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dpsql.catalog import CATEGORICAL, KEY, Catalog, Column, Table
+from dpsql.catalog import Catalog, Table
+from dpsql.columns import CATEGORICAL, KEY, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, literal_value
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups

@@ -17,7 +17,8 @@ from typing import Sequence
 
 from sqlglot import exp
 
-from dpsql.catalog import CATEGORICAL, Table
+from dpsql.catalog import Table
+from dpsql.columns import CATEGORICAL
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from mechanisms.rap.multilinear import BooleanFunction
 from mechanisms.workload import MAX_PREDICATE_TERMS, Predicate

@@ -1,0 +1,375 @@
+"""Column declarations: the public domain of one column, and the SQL that bins its values.
+
+The four types (``integer``, ``numeric``, ``categorical``, ``key``) and ``nullable`` are
+described in `dpsql.catalog`, which holds the tables. A `Column` knows its bins (`size`,
+`labels`, `bin_values`), the SQL binning a row's value (`bin_sql`) and the condition a row
+must meet to belong to the protected table (`fits_sql`). `parse_column` checks a TOML or
+dict declaration; `integer`, `numeric`, `categorical` and `key` build one from Python.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any, Iterable
+
+import numpy as np
+
+from dpsql.errors import CatalogError
+
+INTEGER, NUMERIC, CATEGORICAL, KEY = "integer", "numeric", "categorical", "key"
+COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _number(value: Any, what: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CatalogError(f"{what} must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CatalogError(f"{what} must be finite, got {value!r}")
+    return Decimal(str(value))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One declared column and its public domain."""
+
+    name: str
+    kind: str
+    nullable: bool = False
+    low: Decimal | None = None  # integer / numeric
+    high: Decimal | None = None
+    bins: int | None = None  # numeric
+    values: tuple[str, ...] = ()  # categorical; a key column's released keys
+    ordered: bool = False
+    other: str | None = None
+    released: bool = False  # a key column: whether its keys were released (its domain is known)
+
+    @property
+    def sql_type(self) -> str:
+        """The SQL type clients are shown for this column (catalog introspection)."""
+        return {INTEGER: "BIGINT", NUMERIC: "DOUBLE"}.get(self.kind, "VARCHAR")
+
+    # --- shape ----------------------------------------------------------
+    @property
+    def value_bins(self) -> int:
+        """Number of non-NULL bins."""
+        if self.kind == INTEGER:
+            return int(self.high - self.low) + 1
+        if self.kind == NUMERIC:
+            return int(self.bins)
+        if self.kind == KEY:
+            return len(self.values) + 1  # the released keys and every other key
+        return len(self.values)
+
+    @property
+    def size(self) -> int:
+        return self.value_bins + (1 if self.nullable else 0)
+
+    @property
+    def null_bin(self) -> int | None:
+        return self.value_bins if self.nullable else None
+
+    @property
+    def width(self) -> Decimal:
+        return (self.high - self.low) / self.bins
+
+    def edges(self) -> list[Decimal]:
+        # (high - low) * k / bins rather than width * k, so the last edge is exactly `high`
+        # even when the width does not terminate in decimal (e.g. 100 / 3).
+        return [self.low + (self.high - self.low) * k / self.bins for k in range(self.bins + 1)]
+
+    def labels(self) -> list[Any]:
+        """The value shown for each bin in GROUP BY output (NULL bin: None)."""
+        if self.kind == INTEGER:
+            out: list[Any] = list(range(int(self.low), int(self.high) + 1))
+        elif self.kind == NUMERIC:
+            out = [float(e) for e in self.edges()[:-1]]
+        elif self.kind == KEY:
+            out = [*self.values, None]  # the last bin holds every key not released
+        else:
+            out = list(self.values)
+        return out + ([None] if self.nullable else [])
+
+    @property
+    def is_open(self) -> bool:
+        """A key column whose keys are not released yet: it has no domain."""
+        return self.kind == KEY and not self.released
+
+    def with_keys(self, keys: tuple[str, ...]) -> "Column":
+        """This key column with its released keys as its domain."""
+        if self.kind != KEY:
+            raise CatalogError(f"column {self.name!r} is not a key column")
+        return replace(self, values=tuple(keys), released=True)
+
+    def declaration(self) -> str:
+        """What the owner declared (a key column: not its released keys)."""
+        return "key" if self.kind == KEY else self.describe()
+
+    def describe(self) -> str:
+        if self.kind == KEY:
+            return f"key, {len(self.values)} released" if self.released else "key, none released yet"
+        null = ", nullable" if self.nullable else ""
+        if self.kind == INTEGER:
+            return f"integer {self.low}..{self.high}{null}"
+        if self.kind == NUMERIC:
+            return f"numeric [{self.low}, {self.high}) in {self.bins} bins of width {self.width}{null}"
+        other = f", other={self.other!r}" if self.other else ""
+        return f"categorical {list(self.values)}{other}{null}"
+
+    # --- vectors over the bins ---------------------------------------------
+    def not_null(self) -> np.ndarray:
+        v = np.ones(self.size)
+        if self.nullable:
+            v[-1] = 0.0
+        return v
+
+    def bin_values(self) -> np.ndarray:
+        """The number each bin stands for in SUM/AVG (NULL bin: 0)."""
+        if self.kind in (CATEGORICAL, KEY):
+            raise CatalogError(f"column {self.name!r} is {self.kind}: it has no numeric values to sum")
+        if self.kind == INTEGER:
+            vals = [float(self.low + k) for k in range(self.value_bins)]
+        else:
+            w = self.width
+            vals = [float(self.low + w * k + w / 2) for k in range(self.value_bins)]
+        return np.asarray(vals + ([0.0] if self.nullable else []))
+
+    def is_null(self) -> np.ndarray:
+        return 1.0 - self.not_null()
+
+    def compare(self, op: str, literal: Any) -> np.ndarray:
+        """Indicator over bins of `column <op> literal` (NULL bin never true)."""
+        if op not in COMPARISONS:
+            raise CatalogError(f"unsupported comparison {op!r}")
+        out = np.zeros(self.size)
+        if self.kind == KEY:
+            if op not in ("=", "<>"):
+                raise CatalogError(f"column {self.name!r} is a key column: compare it with =, <> or IN")
+            out[self._key_index(literal)] = 1.0
+            return 1.0 - out if op == "<>" else out
+        if self.kind == CATEGORICAL:
+            index = self._category_index(literal)
+            if op in ("=", "<>"):
+                out[index] = 1.0
+                if op == "<>":
+                    out[: self.value_bins] = 1.0 - out[: self.value_bins]
+                return out
+            if not self.ordered:
+                raise CatalogError(
+                    f"column {self.name!r} is an unordered categorical: use = , <> or IN, "
+                    f"or declare it with ordered = true"
+                )
+            positions = np.arange(self.value_bins)
+            out[: self.value_bins] = _apply(op, positions, index)
+            return out
+        value = _number(literal, f"the literal compared with {self.name!r}")
+        if not (self.low <= value <= self.high):
+            raise CatalogError(
+                f"literal {literal} is outside the declared domain of {self.name!r} "
+                f"[{self.low}, {self.high}]"
+            )
+        if self.kind == INTEGER:
+            bins = np.asarray([float(self.low + k) for k in range(self.value_bins)])
+            out[: self.value_bins] = _apply(op, bins, float(value))
+            return out
+        return self._numeric_compare(op, value, out)
+
+    def _numeric_compare(self, op: str, value: Decimal, out: np.ndarray) -> np.ndarray:
+        edges = self.edges()
+        if op in ("=", "<>"):
+            raise CatalogError(
+                f"column {self.name!r} is binned (width {self.width}): compare it with "
+                f"<, <=, >, >= or BETWEEN at bin edges instead of {op}"
+            )
+        if value not in edges:
+            k = int((value - self.low) / self.width)
+            lo, hi = edges[k], edges[min(k + 1, len(edges) - 1)]
+            raise CatalogError(
+                f"{value} is not a bin edge of {self.name!r} (bins of width {self.width} from "
+                f"{self.low}): use {lo} or {hi}"
+            )
+        k = edges.index(value)
+        lower_edges = np.arange(self.bins)
+        # A bin is [edge_k, edge_k+1): x >= e and x > e both select the bins from e up.
+        above = lower_edges >= k
+        out[: self.bins] = above if op in (">", ">=") else ~above
+        return out
+
+    def one_of(self, literals: Iterable[Any]) -> np.ndarray:
+        """Indicator of `column IN (literals)`."""
+        out = np.zeros(self.size)
+        for lit in literals:
+            out = np.maximum(out, self.compare("=", lit))
+        return out
+
+    def _key_index(self, literal: Any) -> int:
+        if self.is_open:
+            raise CatalogError(self.not_released())
+        if isinstance(literal, bool) or not isinstance(literal, (str, int)):
+            raise CatalogError(f"column {self.name!r} is a key column: compare it with a string or integer literal")
+        if str(literal) not in self.values:
+            raise CatalogError(f"{literal!r} is not a released key of {self.name!r}: the keys not released are "
+                               "counted together, and no answer can single one out")
+        return self.values.index(str(literal))
+
+    def not_released(self) -> str:
+        """Why an unreleased key column cannot be used, and what to run first."""
+        return (f"the keys of {self.name!r} have not been released yet: run SELECT {self.name}, COUNT(*) FROM "
+                f"<table> GROUP BY {self.name} first (DP partition selection releases the frequent keys, which "
+                "then form the column's domain)")
+
+    def _category_index(self, literal: Any) -> int:
+        if not isinstance(literal, str):
+            raise CatalogError(f"column {self.name!r} is categorical: compare it with a string literal")
+        if literal not in self.values:
+            shown = ", ".join(repr(v) for v in self.values[:12])
+            more = ", ..." if len(self.values) > 12 else ""
+            raise CatalogError(
+                f"{literal!r} is not a declared value of {self.name!r} (declared: {shown}{more})"
+            )
+        return self.values.index(literal)
+
+    # --- SQL ----------------------------------------------------------------
+    def bin_sql(self, source: str | None = None) -> str:
+        """SQL computing this column's bin index (0-based) for a row of the protected table.
+
+        `source` is the SQL of the column's value (default: the column itself), so a
+        backend can bin a value it grouped by first. Values are clamped before FLOOR and
+        numeric ones divided in DOUBLE, so no value (huge, infinite, NaN) can overflow or
+        bin differently in an engine the SQL is transpiled to (Spark's FLOOR is BIGINT).
+        """
+        col = source or quote_identifier(self.name)
+        if self.kind == KEY:
+            cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
+            return f"CAST(CASE CAST({col} AS VARCHAR) {cases} ELSE {len(self.values)} END AS INTEGER)" if cases \
+                else "CAST(0 AS INTEGER)"
+        if self.kind == INTEGER:
+            expr = f"FLOOR(LEAST(GREATEST({col}, {self.low}), {self.high})) - {self.low}"
+        elif self.kind == NUMERIC:
+            scaled = f"(CAST({col} AS DOUBLE) - {self.low}) / {self.width}"
+            expr = f"FLOOR(LEAST(GREATEST({scaled}, 0), {self.bins - 1}))"
+        else:
+            fallback = str(self.values.index(self.other)) if self.other is not None else "NULL"
+            cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
+            expr = f"CASE {col} {cases} ELSE {fallback} END"
+        if self.nullable:
+            expr = f"CASE WHEN {col} IS NULL THEN {self.null_bin} ELSE {expr} END"
+        return f"CAST({expr} AS INTEGER)"
+
+    def rank_sql(self) -> str:
+        """SQL of what bounding ranks a unit's rows by for this column: its bin, a key column's raw key
+        (the same before and after its keys are released, so the rows kept never change)."""
+        return f"CAST({quote_identifier(self.name)} AS VARCHAR)" if self.kind == KEY else self.bin_sql()
+
+    def fits_sql(self) -> str | None:
+        """SQL condition a row must meet to belong to the protected table, if any.
+
+        A categorical without `other` fits exactly when its bin is not NULL; that simple
+        CASE is evaluated once per distinct value on dictionary-compressed storage,
+        where `IN (...)` is planned as a join and compares every row.
+        """
+        if self.kind == KEY:
+            return None  # every key fits: keys not released (and NULL) share the last bin
+        if self.kind == CATEGORICAL and self.other is None:
+            return f"{self.bin_sql()} IS NOT NULL"
+        return None if self.nullable else f"{quote_identifier(self.name)} IS NOT NULL"
+
+
+def _apply(op: str, left: np.ndarray, right: float) -> np.ndarray:
+    return {
+        "=": left == right,
+        "<>": left != right,
+        "<": left < right,
+        "<=": left <= right,
+        ">": left > right,
+        ">=": left >= right,
+    }[op].astype(float)
+
+
+def integer(low: int, high: int, nullable: bool = False) -> dict:
+    """Python-API declaration of an integer column (one bin per value)."""
+    return {"type": INTEGER, "min": low, "max": high, "nullable": nullable}
+
+
+def numeric(low: float, high: float, bins: int, nullable: bool = False) -> dict:
+    """Python-API declaration of an equal-width binned numeric column."""
+    return {"type": NUMERIC, "min": low, "max": high, "bins": bins, "nullable": nullable}
+
+
+def categorical(values: Iterable[str], ordered: bool = False, other: str | None = None, nullable: bool = False) -> dict:
+    """Python-API declaration of a categorical column."""
+    decl = {"type": CATEGORICAL, "values": list(values), "ordered": ordered, "nullable": nullable}
+    if other is not None:
+        decl["other"] = other
+    return decl
+
+
+def key() -> dict:
+    """Python-API declaration of a key column (values not declared; released by partition selection)."""
+    return {"type": KEY}
+
+
+_KEYS = {
+    KEY: {"type"},
+    INTEGER: {"type", "min", "max", "nullable"},
+    NUMERIC: {"type", "min", "max", "bins", "nullable"},
+    CATEGORICAL: {"type", "values", "ordered", "other", "nullable"},
+}
+
+
+def parse_column(name: str, decl: dict) -> Column:
+    """Validate one column declaration (a TOML inline table or a dict)."""
+    if not isinstance(decl, dict) or "type" not in decl:
+        raise CatalogError(f"column {name!r}: a declaration needs a type (integer, numeric, categorical or key)")
+    kind = decl["type"]
+    if kind not in _KEYS:
+        raise CatalogError(f"column {name!r}: unknown type {kind!r} (use integer, numeric, categorical or key)")
+    unknown = set(decl) - _KEYS[kind]
+    if unknown:
+        raise CatalogError(f"column {name!r}: unknown keys {sorted(unknown)} for type {kind}")
+    nullable = decl.get("nullable", False)
+    if not isinstance(nullable, bool):
+        raise CatalogError(f"column {name!r}: nullable must be true or false")
+    if kind == KEY:
+        return Column(name, kind)
+    if kind == CATEGORICAL:
+        values = decl.get("values")
+        if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+            raise CatalogError(f"column {name!r}: values must be a non-empty list of strings")
+        if len(set(values)) != len(values):
+            raise CatalogError(f"column {name!r}: values must be distinct")
+        if not isinstance(decl.get("ordered", False), bool):
+            raise CatalogError(f"column {name!r}: ordered must be true or false")
+        other = decl.get("other")
+        if other is not None and other not in values:
+            raise CatalogError(f"column {name!r}: other = {other!r} must be one of the declared values")
+        return Column(name, kind, nullable, values=tuple(values), ordered=bool(decl.get("ordered", False)), other=other)
+    for key in ("min", "max"):
+        if key not in decl:
+            raise CatalogError(f"column {name!r}: {kind} columns need {key}")
+    low, high = _number(decl["min"], f"{name}.min"), _number(decl["max"], f"{name}.max")
+    if kind == INTEGER:
+        if low != low.to_integral_value() or high != high.to_integral_value() or high < low:
+            raise CatalogError(f"column {name!r}: integer bounds must be integers with min <= max")
+        if high - low + 1 > 1_000_000:
+            raise CatalogError(f"column {name!r}: more than 10^6 values; declare it numeric with bins")
+        return Column(name, kind, nullable, low=low, high=high)
+    bins = decl.get("bins")
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 1_000_000:
+        raise CatalogError(f"column {name!r}: numeric columns need bins, an integer from 1 to 10^6")
+    if not high > low:
+        raise CatalogError(f"column {name!r}: numeric columns need min < max")
+    return Column(name, kind, nullable, low=low, high=high, bins=bins)
+
+
+__all__ = ["CATEGORICAL", "COMPARISONS", "INTEGER", "KEY", "NUMERIC", "Column", "categorical", "integer",
+           "key", "numeric", "parse_column", "quote_identifier", "quote_string"]
