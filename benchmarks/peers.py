@@ -1,9 +1,10 @@
 """Accuracy at equal budget against OpenDP and Tumult Analytics, per query kind and per workload.
 
 Every system answers the same queries at the same zCDP budget, ρ = zCDP(ε = 1, δ = 1e-6)
-≈ 0.0172 for the whole workload, add/remove-one-row neighbours, on two tables declared the
-same way to all (dpsql's catalog; the peers get its GROUP BY domains as public keys and
-the value column's range as bounds):
+≈ 0.0244 (`mechanisms.accounting`'s tight conversion) for the whole workload,
+add/remove-one-row neighbours, on two tables declared the same way to all (dpsql's
+catalog; the peers get its GROUP BY domains as public keys and the value column's range
+as bounds):
 
 - adult (`shared/data/adult`, 48,842 rows, every column an integer 0..size-1): SUM/AVG of
   hours_per_week (0..98);
@@ -27,8 +28,21 @@ configurations (see `peer_sides/*.py`). Scored against the exact answers from Du
 RMSE over every answer cell of a kind (COUNT, SUM, AVG, quantile) in a workload, over `--draws`
 independent runs; the ratio is dpsql's RMSE over the best peer's (below 1: dpsql better).
 
+`--privacy` picks the privacy mode(s) every system runs in (default `zcdp`, as above):
+
+- `zcdp`: ρ = zCDP(ε, δ = 1e-6) for the workload, Gaussian noise, split evenly by the peers;
+- `pure`: pure ε-DP (which also satisfies (ε, 1e-6)-DP), Laplace noise: dpsql on a
+  pure-ε ledger (`connect(epsilon=ε, delta=0)`, `BEGIN WORKLOAD WITH (epsilon = ε)`),
+  OpenDP with `loss_of(epsilon=ε)`, Tumult with `PureDPBudget(ε)`, each query ε/queries;
+- `both`: each system in both modes. A record then holds every system-mode RMSE
+  (`dpsql`, `dpsql_pure`, `opendp`, `opendp_pure`, ...), each peer's better mode
+  (`best_mode`), the best peer in its best mode (`best_peer`), and two ratios:
+  `ratio_to_best_peer` (dpsql's zCDP ledger) and `ratio_best_dpsql_to_best_peer` (the
+  better of dpsql's two ledgers, which the data owner picks when creating the ledger).
+
     python -m benchmarks.peers [--draws 5] [--datasets adult demo] [--workloads bi ranges marginals reask quantiles]
-                               [--peers opendp tumult] [--epsilon 1]
+                               [--peers opendp tumult] [--epsilon 1] [--privacy zcdp|pure|both] [--jobs 1]
+                               [--expected]
 """
 
 from __future__ import annotations
@@ -36,8 +50,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +71,12 @@ RESULTS = Path(__file__).parent / "results" / "peers.json"
 SIDES = Path(__file__).parent / "peer_sides"
 EPSILON, DELTA = 1.0, 1e-6
 DEMO_ROWS = 100_000
+MODES = {"zcdp": ("zcdp",), "pure": ("pure",), "both": ("zcdp", "pure")}  # --privacy -> the modes run
+
+
+def label(system: str, mode: str) -> str:
+    """A system's name in a record: `dpsql`, `opendp`, ... in zCDP; `dpsql_pure`, ... in pure ε-DP."""
+    return system if mode == "zcdp" else f"{system}_pure"
 
 
 @dataclass(frozen=True)
@@ -151,12 +173,19 @@ def exact(con, data: Dataset, queries) -> list[dict]:
     return [_keyed(q, con.execute(sql(q, data.table, exact=True)).fetchall()) for q in queries]
 
 
-def dpsql_answers(con, data: Dataset, queries, rho: float, draws: int) -> list[list[dict]]:
+def dpsql_answers(con, data: Dataset, queries, rho: float, draws: int,
+                  epsilon: float | None = None) -> list[list[dict]]:
+    """`draws` runs of the workload on fresh ledgers: a zCDP ledger of `rho`, or with `epsilon` a pure ε-DP one."""
     out = []
     for _ in range(draws):
-        cur = dpsql.connect(con=con, catalog=data.catalog, rho=rho).cursor()
+        if epsilon is None:
+            cur = dpsql.connect(con=con, catalog=data.catalog, rho=rho).cursor()
+            budget = f"rho = {rho!r}"
+        else:
+            cur = dpsql.connect(con=con, catalog=data.catalog, epsilon=epsilon, delta=0).cursor()
+            budget = f"epsilon = {epsilon!r}"
         script = ";\n".join(sql(q, data.table) for q in queries)
-        cur.execute(f"BEGIN WORKLOAD WITH (rho = {rho!r});\n{script};\nEND WORKLOAD;")
+        cur.execute(f"BEGIN WORKLOAD WITH ({budget});\n{script};\nEND WORKLOAD;")
         answers = []
         for q in queries:
             answers.append(_keyed(q, cur.fetchall()))
@@ -165,10 +194,13 @@ def dpsql_answers(con, data: Dataset, queries, rho: float, draws: int) -> list[l
     return out
 
 
-def peer_answers(peer: str, data: Dataset, queries, rho: float, draws: int) -> list[list[dict]] | None:
+def peer_answers(peer: str, data: Dataset, queries, rho: float, draws: int,
+                 epsilon: float | None = None) -> list[list[dict]] | None:
+    """The peer's answers in zCDP at `rho`, or with `epsilon` in pure ε-DP; None when it is not installed."""
     request = {
         "csv": str(data.csv), "rename": data.rename, "keys": data.keys, "bounds": data.bounds,
         "rho": rho, "draws": draws, "rows": data.rows,
+        "privacy": "zcdp" if epsilon is None else "pure", "epsilon": epsilon,
         "queries": [{"kind": k, "column": c, "groups": g, "where": w} for k, c, g, w in queries],
     }
     reply = peer_envs.run(peer, SIDES / f"{peer}_queries.py", request)
@@ -190,53 +222,153 @@ def rmse_by_kind(queries, truth, runs) -> dict[str, float]:
     return {kind: math.sqrt(sum(v) / len(v)) for kind, v in squares.items()}
 
 
-def main() -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument("--datasets", nargs="+", default=["adult", "demo"], choices=["adult", "demo"])
     parser.add_argument("--workloads", nargs="+", default=["bi", "ranges", "marginals", "reask", "quantiles"])
     parser.add_argument("--peers", nargs="+", default=list(peer_envs.PEERS))
     parser.add_argument("--epsilon", type=float, default=EPSILON, help=f"the workload's ε at δ={DELTA:g} (default 1)")
-    args = parser.parse_args()
+    parser.add_argument("--privacy", choices=list(MODES), default="zcdp",
+                        help="zcdp: ρ = zCDP(ε, δ) (default); pure: pure ε-DP, Laplace noise; both: each in both")
+    parser.add_argument("--jobs", type=int, default=1, help="peer runs at once (default 1; seconds depend on it)")
+    parser.add_argument("--expected", action="store_true",
+                        help="print the noise-free RMSE (COUNT, SUM) of dpsql's plans and the peers' even splits")
+    return parser.parse_args(argv)
+
+
+def expected_rmse(con, data: Dataset, queries, rho: float, epsilon: float) -> dict[str, dict[str, float]]:
+    """Noise-free RMSE per kind (COUNT and SUM; AVG, a ratio, has none) and system-mode, without a draw.
+
+    dpsql's from its plan (EXPLAIN's expected RMSE of each query, a repeat that of its first
+    ask), the peers' from their even split (OpenDP and Tumult add the same noise): zCDP
+    σ² = Δ²·queries/(2ρ), pure ε-DP σ² = 2(Δ·queries/ε)² (Laplace), Δ = 1 for COUNT and the
+    largest |bound| for SUM (the scales OpenDP's `summarize()` reports); pooled over the
+    query's answer cells as `rmse_by_kind` pools them."""
+    truth = exact(con, data, queries)
+    script = ";\n".join(sql(q, data.table) for q in queries)
+    per_query: dict[str, list[float]] = {}
+    for system, mode in (("dpsql", "zcdp"), ("dpsql", "pure")):
+        if mode == "zcdp":
+            cur, budget = dpsql.connect(con=con, catalog=data.catalog, rho=rho).cursor(), f"rho = {rho!r}"
+        else:
+            cur = dpsql.connect(con=con, catalog=data.catalog, epsilon=epsilon, delta=0).cursor()
+            budget = f"epsilon = {epsilon!r}"
+        cur.execute(f"EXPLAIN BEGIN WORKLOAD WITH ({budget});\n{script};\nEND WORKLOAD;")
+        plan = "\n".join(str(row[0]) for row in cur.fetchall())
+        found = {int(m.group(1)): float(m.group(3)) for m in re.finditer(
+            r"\bq(\d+): ([^\n]*?): expected RMSE ([0-9.e+]+)", plan) if "[" not in m.group(2)}
+        per_query[label(system, mode)] = [found.get(i + 1, found.get(queries.index(q) + 1, math.nan))
+                                          for i, q in enumerate(queries)]
+    n, bound = len(queries), max(abs(b) for b in data.bounds[data.value])
+    for mode in ("zcdp", "pure"):
+        sigma = []
+        for q in queries:
+            sensitivity = 1 if q[0] == "count" else bound
+            variance = sensitivity ** 2 * n / (2 * rho) if mode == "zcdp" else 2 * (sensitivity * n / epsilon) ** 2
+            sigma.append(math.sqrt(variance))
+        per_query[label("peer", mode)] = sigma
+    out: dict[str, dict[str, float]] = {}
+    for system, rmses in per_query.items():
+        squares: dict[str, list[tuple[int, float]]] = {}
+        for q, true, r in zip(queries, truth, rmses):
+            if q[0] in ("count", "sum"):
+                squares.setdefault(q[0], []).append((sum(v is not None for v in true.values()), r * r))
+        for kind, cells in squares.items():
+            out.setdefault(kind, {})[system] = math.sqrt(sum(c * v for c, v in cells) / sum(c for c, _ in cells))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
     rho = epsilon_delta_to_zcdp(args.epsilon, DELTA)
-    records = []
     with tempfile.TemporaryDirectory() as workdir:
         for dataset in args.datasets:
             data, con = adult() if dataset == "adult" else demo(Path(workdir))
             for name in args.workloads:
-                records += compare(con, data, name, workloads(data)[name], rho, args.draws, args.peers)
-    done = {(r["dataset"], r["workload"], round(r["rho"], 12)) for r in records}
-    kept = [r for r in (json.loads(RESULTS.read_text()) if RESULTS.exists() else [])
-            if (r.get("dataset", "adult"), r["workload"], round(r["rho"], 12)) not in done]
-    RESULTS.write_text(json.dumps(kept + records, indent=1) + "\n")  # other runs' records are kept
+                if args.expected:  # print the noise-free comparison; run nothing, write nothing
+                    for kind, e in expected_rmse(con, data, workloads(data)[name], rho, args.epsilon).items():
+                        best = min(e["peer"], e["peer_pure"])
+                        print(f"{data.name:6} {name:10} {kind:6} " + "  ".join(f"{k} {v:9.2f}" for k, v in e.items())
+                              + f"  best dpsql/best peer {min(e['dpsql'], e['dpsql_pure']) / best:.3f}"
+                              + f"  dpsql zCDP/best peer {e['dpsql'] / best:.3f}", flush=True)
+                    continue
+                records = compare(con, data, name, workloads(data)[name], rho, args.draws, args.peers,
+                                  epsilon=args.epsilon, modes=MODES[args.privacy], jobs=args.jobs)
+                old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+                RESULTS.write_text(json.dumps(merged(old, records), indent=1) + "\n")  # after each workload
 
 
-def compare(con, data: Dataset, name: str, queries, rho: float, draws: int, peer_names) -> list[dict]:
-    """One workload through dpsql and each installed peer: a record per query kind."""
+def merged(old: list[dict], new: list[dict]) -> list[dict]:
+    """`old` records but those this run replaces (same table, workload, ρ and --privacy), then `new`."""
+    def key(r):
+        return r.get("dataset", "adult"), r["workload"], round(r["rho"], 12), r.get("privacy", "zcdp")
+    done = {key(r) for r in new}
+    return [r for r in old if key(r) not in done] + new  # other runs' records are kept
+
+
+def compare(con, data: Dataset, name: str, queries, rho: float, draws: int, peer_names,
+            epsilon: float = EPSILON, modes=("zcdp",), jobs: int = 1) -> list[dict]:
+    """One workload through dpsql and each installed peer, in each privacy mode of `modes`: a record per query kind.
+
+    `jobs` peer runs (a peer in a mode, each a subprocess) go at once; RMSEs do not depend on it, seconds do."""
     truth = exact(con, data, queries)
-    started = time.perf_counter()
-    systems = {"dpsql": rmse_by_kind(queries, truth, dpsql_answers(con, data, queries, rho, draws))}
-    seconds = {"dpsql": time.perf_counter() - started}
-    for peer in peer_names:
+    systems, seconds = {}, {}
+    for mode in modes:
         started = time.perf_counter()
-        runs = peer_answers(peer, data, queries, rho, draws)
-        if runs is None:
-            print(f"{peer}: not installed (python -m benchmarks.peer_envs install {peer}); skipped")
-            continue
-        systems[peer] = rmse_by_kind(queries, truth, runs)
-        seconds[peer] = time.perf_counter() - started
-    records = []
-    for kind in systems["dpsql"]:
-        peers = {p: r[kind] for p, r in systems.items() if p != "dpsql"}
-        best = min(peers.values()) if peers else None
-        records.append({"dataset": data.name, "workload": name, "queries": len(queries), "kind": kind, "draws": draws,
-                        "rho": rho, "dpsql": systems["dpsql"][kind], **peers,
-                        "ratio_to_best_peer": _ratio(systems["dpsql"][kind], best)})
-        shown = "  ".join(f"{p} {v:10.2f}" for p, v in peers.items())
-        ratio = "" if records[-1]["ratio_to_best_peer"] is None else f"  dpsql/best {records[-1]['ratio_to_best_peer']:.3f}"
-        print(f"{data.name:6} {name:10} {kind:6} dpsql {systems['dpsql'][kind]:10.2f}  {shown}{ratio}", flush=True)
+        runs = dpsql_answers(con, data, queries, rho, draws, epsilon=epsilon if mode == "pure" else None)
+        systems[label("dpsql", mode)] = rmse_by_kind(queries, truth, runs)
+        seconds[label("dpsql", mode)] = time.perf_counter() - started
+
+    def peer_run(peer: str, mode: str):
+        started = time.perf_counter()
+        runs = peer_answers(peer, data, queries, rho, draws, epsilon=epsilon if mode == "pure" else None)
+        return runs, time.perf_counter() - started
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:  # each peer run is a subprocess of its own environment
+        ran = {(p, m): pool.submit(peer_run, p, m) for p in peer_names for m in modes}
+        for (peer, mode), future in ran.items():
+            runs, spent = future.result()
+            if runs is None:
+                if mode == modes[0]:
+                    print(f"{peer}: not installed (python -m benchmarks.peer_envs install {peer}); skipped")
+                continue
+            systems[label(peer, mode)] = rmse_by_kind(queries, truth, runs)
+            seconds[label(peer, mode)] = spent
+    privacy = "both" if len(modes) > 1 else modes[0]
+    records = [record(data.name, name, len(queries), kind, draws, rho, epsilon, privacy, modes,
+                      {s: r[kind] for s, r in systems.items()}, peer_names)
+               for kind in next(iter(systems.values()))]
+    for r in records:
+        shown = "  ".join(f"{s} {r[s]:10.2f}" for s in systems)
+        ratios = "  ".join(f"{k} {r[k]:.3f}" for k in ("ratio_to_best_peer", "ratio_best_dpsql_to_best_peer")
+                           if r.get(k) is not None)
+        print(f"{data.name:6} {name:10} {r['kind']:6} {shown}  best peer {r['best_peer']}  {ratios}", flush=True)
     print(f"{data.name:6} {name:10} seconds: " + ", ".join(f"{p} {s:.1f}" for p, s in seconds.items()), flush=True)
     return records
+
+
+def record(dataset: str, workload: str, queries: int, kind: str, draws: int, rho: float, epsilon: float,
+           privacy: str, modes, rmse: dict[str, float], peer_names) -> dict:
+    """One (workload, kind) record: every system-mode RMSE, each peer's better mode, the best peer and the ratios.
+
+    `ratio_to_best_peer` is dpsql's zCDP ledger (its pure one with `--privacy pure`) over the best
+    peer in its best mode; `ratio_best_dpsql_to_best_peer` the better of dpsql's ledgers over it."""
+    best_mode = {}
+    for peer in peer_names:
+        ran = [(rmse[label(peer, m)], m) for m in modes if label(peer, m) in rmse]
+        if ran:
+            best_mode[peer] = min(ran)[1]
+    best_peer = min(best_mode, key=lambda p: rmse[label(p, best_mode[p])], default=None)
+    best = None if best_peer is None else rmse[label(best_peer, best_mode[best_peer])]
+    mine = [rmse[label("dpsql", m)] for m in modes]
+    out = {"dataset": dataset, "workload": workload, "queries": queries, "kind": kind, "draws": draws, "rho": rho,
+           "privacy": privacy, **({"epsilon": epsilon} if "pure" in modes else {}), **rmse, "best_mode": best_mode,
+           "best_peer": None if best_peer is None else label(best_peer, best_mode[best_peer]),
+           "ratio_to_best_peer": _ratio(mine[0], best)}
+    if len(mine) > 1:
+        out["ratio_best_dpsql_to_best_peer"] = _ratio(min(mine), best)
+    return out
 
 
 def _ratio(mine: float, best: float | None) -> float | None:

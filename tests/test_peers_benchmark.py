@@ -43,3 +43,46 @@ def test_workloads_are_what_the_docstring_says():
     assert peers.sql(loads["bi"][4], data.table) == (
         "SELECT sex, SUM(hours_per_week) FROM adult WHERE age BETWEEN 20 AND 40 GROUP BY sex"
     )
+
+
+def test_privacy_flag_defaults_to_zcdp_and_picks_the_modes():
+    assert peers.arguments([]).privacy == "zcdp"
+    assert [peers.MODES[peers.arguments(["--privacy", p]).privacy] for p in ("zcdp", "pure", "both")] == [
+        ("zcdp",), ("pure",), ("zcdp", "pure")]
+    with pytest.raises(SystemExit):
+        peers.arguments(["--privacy", "approx"])
+    assert [peers.label("tumult", m) for m in ("zcdp", "pure")] == ["tumult", "tumult_pure"]
+
+
+def test_dpsql_pure_ledger_answers_every_cell(tmp_path):
+    data, con = peers.demo(tmp_path, rows=5_000)
+    bi = peers.workloads(data)["bi"]
+    truth = peers.exact(con, data, bi)
+    runs = peers.dpsql_answers(con, data, bi, rho=0.0172, draws=1, epsilon=1.0)
+    assert set(peers.rmse_by_kind(bi, truth, runs)) == {"count", "sum", "avg"}
+
+
+def test_record_takes_each_peers_better_mode_and_both_ratios():
+    rmse = {"dpsql": 12.0, "dpsql_pure": 6.0, "opendp": 15.0, "opendp_pure": 9.0, "tumult": 10.0, "tumult_pure": 8.0}
+    r = peers.record("adult", "bi", 10, "count", 3, 0.0172, 1.0, "both", ("zcdp", "pure"), rmse, ["opendp", "tumult"])
+    assert r["best_mode"] == {"opendp": "pure", "tumult": "pure"} and r["best_peer"] == "tumult_pure"
+    assert r["ratio_to_best_peer"] == 12.0 / 8.0 and r["ratio_best_dpsql_to_best_peer"] == 6.0 / 8.0
+    zcdp = peers.record("adult", "bi", 10, "count", 3, 0.0172, 1.0, "zcdp", ("zcdp",),
+                        {"dpsql": 12.0, "tumult": 10.0}, ["opendp", "tumult"])  # opendp not installed
+    assert zcdp["best_peer"] == "tumult" and zcdp["ratio_to_best_peer"] == 1.2
+    assert "ratio_best_dpsql_to_best_peer" not in zcdp and "epsilon" not in zcdp
+    # a run replaces only its own (table, workload, ρ, privacy) records
+    old = [dict(zcdp), {**r, "workload": "marginals"}, {k: v for k, v in zcdp.items() if k != "privacy"}]
+    kept = peers.merged(old, [r])
+    assert kept[:-1] == old and kept[-1] is r
+    assert peers.merged(old, [zcdp]) == [{**r, "workload": "marginals"}, zcdp]
+
+
+def test_expected_rmse_compares_plans_with_the_peers_even_split(tmp_path):
+    data, con = peers.demo(tmp_path, rows=5_000)
+    queries = [("count", None, [], []), ("sum", data.value, [data.groups[0]], []), ("count", None, [], [])]
+    e = peers.expected_rmse(con, data, queries, rho=0.0244, epsilon=1.0)
+    assert set(e) == {"count", "sum"} and set(e["count"]) == {"dpsql", "dpsql_pure", "peer", "peer_pure"}
+    assert math.isclose(e["count"]["peer"], math.sqrt(3 / (2 * 0.0244)))
+    assert math.isclose(e["sum"]["peer_pure"], math.sqrt(2) * 99 * 3)
+    assert all(math.isfinite(v) and v > 0 for kinds in e.values() for v in kinds.values())

@@ -1,9 +1,12 @@
 """OpenDP's side of benchmarks.peers, run in OpenDP's own environment (Context API on Polars).
 
-Reads {"csv", "rename", "keys", "bounds", "rho", "draws", "queries"} as JSON on stdin and
-writes {"answers": [draw][query] -> {"k1|k2": value}}. Configuration, as OpenDP documents
-it for zCDP: one `Context.compositor` per draw with `privacy_loss=loss_of(rho=...)`,
-`privacy_unit=unit_of(contributions=1)` and `split_evenly_over=len(queries)`; GROUP BY
+Reads {"csv", "rename", "keys", "bounds", "rho", "draws", "queries"} (and optionally
+"privacy": "zcdp" or "pure", with "epsilon" for "pure") as JSON on stdin and writes
+{"answers": [draw][query] -> {"k1|k2": value}}. Configuration, as OpenDP documents it for
+zCDP: one `Context.compositor` per draw with `privacy_loss=loss_of(rho=...)`,
+`privacy_unit=unit_of(contributions=1)` and `split_evenly_over=len(queries)`; for pure
+ε-DP the same with `privacy_loss=loss_of(epsilon=...)`, which makes `.dp.noise()` and
+`.dp.sum` add Laplace noise (the Gaussian otherwise) and splits ε evenly; GROUP BY
 keys released by a right join against the public key set (the declared domain); COUNT is
 `len().dp.noise()`, SUM `fill_null(0).dp.sum(bounds)`, and AVG their ratio within one
 `agg` (`dp.mean` needs a public length, which a filtered, grouped query does not have); a
@@ -61,12 +64,14 @@ def values(query, frame_out):
     return out
 
 
+pure = request.get("privacy", "zcdp") == "pure"
+loss = dp.loss_of(epsilon=request["epsilon"]) if pure else dp.loss_of(rho=request["rho"])
 answers = []
 for _ in range(request["draws"]):
     context = dp.Context.compositor(
         data=frame,
         privacy_unit=dp.unit_of(contributions=1),
-        privacy_loss=dp.loss_of(rho=request["rho"]),
+        privacy_loss=loss,
         split_evenly_over=len(request["queries"]),
         margins=[dp.polars.Margin(by=[], max_length=10 * request["rows"])],
     )

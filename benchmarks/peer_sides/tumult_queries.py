@@ -3,7 +3,9 @@
 Reads the same request as opendp_queries.py and writes the same answers. Configuration,
 as Tumult documents it for zCDP: one `Session.from_dataframe` per draw with
 `RhoZCDPBudget(rho)` and `AddOneRow()`, each query evaluated with an even share
-`RhoZCDPBudget(rho / len(queries))`; GROUP BY over `KeySet.from_dict` of the public keys
+`RhoZCDPBudget(rho / len(queries))`; for pure ε-DP ("privacy": "pure") the same with
+`PureDPBudget(epsilon)` and `PureDPBudget(epsilon / len(queries))` (Laplace/geometric
+noise); GROUP BY over `KeySet.from_dict` of the public keys
 (the declared domain); COUNT `.count()`, SUM `.sum(col, low, high)`, AVG
 `.average(col, low, high)` (Tumult's own sum-and-count average), a quantile
 `.quantile(col, q, low, high)`.
@@ -18,19 +20,24 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import pandas as pd  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
-from tmlt.analytics import AddOneRow, KeySet, QueryBuilder, RhoZCDPBudget, Session  # noqa: E402
+from tmlt.analytics import AddOneRow, KeySet, PureDPBudget, QueryBuilder, RhoZCDPBudget, Session  # noqa: E402
 
 request = json.load(sys.stdin)
 spark = (
     SparkSession.builder.master("local[2]")
     .config("spark.ui.enabled", "false")
+    .config("spark.sql.shuffle.partitions", "2")  # small tables: 200 partitions only add tasks, not noise
     .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="tumult-warehouse-"))
     .getOrCreate()
 )
 spark.sparkContext.setLogLevel("ERROR")
 table = pd.read_csv(request["csv"]).rename(columns=request["rename"])
-frame = spark.createDataFrame(table)
-share = request["rho"] / len(request["queries"])
+frame = spark.createDataFrame(table).cache()  # kept in memory: not re-read from pandas per query
+frame.count()
+if request.get("privacy", "zcdp") == "pure":
+    total, share = PureDPBudget(request["epsilon"]), PureDPBudget(request["epsilon"] / len(request["queries"]))
+else:
+    total, share = RhoZCDPBudget(request["rho"]), RhoZCDPBudget(request["rho"] / len(request["queries"]))
 
 
 def build(query):
@@ -51,10 +58,10 @@ def build(query):
 
 answers = []
 for _ in range(request["draws"]):
-    session = Session.from_dataframe(RhoZCDPBudget(request["rho"]), "t", frame, protected_change=AddOneRow())
+    session = Session.from_dataframe(total, "t", frame, protected_change=AddOneRow())
     draw = []
     for query in request["queries"]:
-        rows = session.evaluate(build(query), RhoZCDPBudget(share)).toPandas().to_dict("records")
+        rows = session.evaluate(build(query), share).toPandas().to_dict("records")
         draw.append({"|".join(str(r[g]) for g in query["groups"]): float(r["value"]) for r in rows})
     answers.append(draw)
 print(json.dumps({"answers": answers}))
