@@ -242,3 +242,14 @@ def test_a_projected_graph_refuses_continual_queries():
         conn.cursor().execute("CREATE CONTINUAL QUERY e AS SELECT COUNT(*) FROM contacts EMIT EVERY INTERVAL "
                               "'7 days' ON at FROM '2025-01-06' FOR 4 RELEASES")
     assert conn.session.ledger.spent() == 0
+
+
+def test_the_shell_describes_an_edge_table_by_its_endpoints():
+    from dpsql.shell.schema import describe_tables
+
+    con = duckdb.connect()
+    _table(con, "contacts", *_graph(0))
+    tables = {t.name: t for t in describe_tables(dpsql.connect(con=con, catalog=UNDIRECTED, epsilon=1.0, delta=1e-9))}
+    assert [c.name for c in tables["contacts"].columns] == ["a", "b"]
+    assert "contact_degrees" in tables["contacts"].columns[0].description
+    assert [c.name for c in tables["contact_degrees"].columns] == ["degree"]

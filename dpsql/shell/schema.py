@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dpsql.catalog import Table
 from dpsql.columns import CATEGORICAL
 from dpsql.dbapi import Connection
+from dpsql.edge_tables import EDGES
 
 PROTECTED = "protected"
 PUBLIC_TABLE = "public table"
@@ -34,17 +36,7 @@ class TableInfo:
 def describe_tables(conn: Connection) -> list[TableInfo]:
     """Protected tables (catalog order), then public tables and views (by name)."""
     catalog = conn.session.catalog
-    out = [
-        TableInfo(
-            t.name,
-            PROTECTED,
-            tuple(
-                ColumnInfo(c.name, c.describe(), c.values if c.kind == CATEGORICAL else ())
-                for c in t.columns.values()
-            ),
-        )
-        for t in catalog.tables.values()
-    ]
+    out = [TableInfo(t.name, PROTECTED, _protected_columns(t)) for t in catalog.tables.values()]
     rows = conn.session.workspace.describe()
     public: dict[str, tuple[str, list[ColumnInfo]]] = {}
     for name, kind, column, data_type, nullable in rows:
@@ -54,6 +46,15 @@ def describe_tables(conn: Connection) -> list[TableInfo]:
         columns.append(ColumnInfo(column, data_type + ("" if nullable else " NOT NULL")))
     out.extend(TableInfo(name, kind, tuple(cols)) for name, (kind, cols) in sorted(public.items()))
     return out
+
+
+def _protected_columns(table: Table) -> tuple[ColumnInfo, ...]:
+    """A protected table's declared columns; a graph's edge table, its endpoints (which no query reads)."""
+    if table.role == EDGES:
+        return tuple(ColumnInfo(name, "node id (an edge's end): COUNT(*) counts the edges; query the degrees in "
+                                f"{table.graph.nodes}") for name, _, _ in table.stand_in_columns())
+    return tuple(ColumnInfo(c.name, c.describe(), c.values if c.kind == CATEGORICAL else ())
+                 for c in table.columns.values())
 
 
 def find_table(tables: list[TableInfo], name: str) -> TableInfo | None:
