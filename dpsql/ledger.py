@@ -514,7 +514,7 @@ class Ledger:
                 ).fetchall()
                 records = con.execute(
                     "SELECT seq, kind, name, delta, payload FROM dpsql_records ORDER BY seq").fetchall() \
-                    if _has_records(con) else []
+                    if _has_table(con, "dpsql_records") else []
                 models = con.execute("SELECT seq, spec FROM dpsql_models ORDER BY seq").fetchall() \
                     if _has_table(con, "dpsql_models") else []
             except duckdb.Error as e:
@@ -572,12 +572,8 @@ class Ledger:
             self._memory.close()
 
 
-def _has_records(con) -> bool:
-    """Whether the state holds the records table (ledgers written before records existed do not)."""
-    return _has_table(con, "dpsql_records")
-
-
 def _has_table(con, name: str) -> bool:
+    """Whether the state holds table `name` (ledgers written before it existed do not)."""
     return bool(con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ?", [name])
                 .fetchone()[0])
 

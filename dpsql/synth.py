@@ -142,7 +142,7 @@ def synthesize(
         fitted = fit_workload(domain, cliques, per_row, MarginalCounts(domain, fetch), session.rng, r=r,
                               rows=executor.rows(protected))
         result = RAPRelease(fitted.release.one_way_measurements(), fitted.model)
-        sample = rap_sample(fitted.model, rows, session.rng.randbelow(2**63))
+        sample = fitted.model.sample_rows(rows, session.rng.randbelow(2**63))
     else:
         needed = list(workload_candidates(domain, workload)) if mechanism == "aim" else _pairs(domain.attributes)
         counts = executor.backend.marginals(protected, needed, executor.bounding_key(protected))
@@ -208,15 +208,6 @@ def future_cliques(connection, table: Table, workload: str | Path | None, max_ce
         raise ProgrammingError(f"the workload's attribute sets {large} have more than {max_cells:,} cells: "
                                "raise max_cells or ask narrower queries")
     return cliques
-
-
-def rap_sample(model: RelaxedData, rows: int | None, seed: int) -> np.ndarray:
-    """About `rows` records (default: RAP's estimate of the table size) by randomized rounding of the relaxed data."""
-    target = model.rows if rows is None else rows
-    per_row = max(int(round(target / len(model.relaxed))), 1) if target else 0
-    if per_row == 0:
-        return np.zeros((0, len(model.domain)), dtype=np.int64)
-    return model.sample(per_row, seed)
 
 
 def _pairs(attrs: tuple[str, ...]) -> list[tuple[str, ...]]:

@@ -163,6 +163,14 @@ class RelaxedData:
             tuple(spec["attributes"]), float(spec["rows_variance"]),
         )
 
+    def sample_rows(self, rows: int | None, seed: int) -> np.ndarray:
+        """About `rows` records (default: the estimated table size n̂): `sample` with per_row = round(n̂ / n')."""
+        target = self.rows if rows is None else rows
+        per_row = max(int(round(target / len(self.relaxed))), 1) if target else 0
+        if per_row == 0:
+            return np.zeros((0, len(self.domain)), dtype=np.int64)
+        return self.sample(per_row, seed)
+
     def sample(self, per_row: int, seed: int) -> np.ndarray:
         """Randomized rounding: `per_row` categorical records drawn from each relaxed row.
 
