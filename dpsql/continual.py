@@ -118,6 +118,9 @@ class ContinualQueries:
         release = ContinualRelease(choice.strategy, Identity(counts.cells), noise, share,
                                    table.stream_contribution(schedule.releases), self.executor.rng)
         self.executor.check_affordable(share)
+        if table.graph is not None:  # a graph that breaks its declared bound already would buy no emit: refuse now
+            self.executor.backend.window_counts(table, counts.group, counts.where_sql, schedule.window_sql(), 0, 1,
+                                                self.executor.bounding_key(table))
         payload = {"select": st.sql, "dialect": self.dialect, "signature": table.signature(),
                    "interval": st.interval, "seconds": schedule.seconds, "time": schedule.time_column,
                    "start": schedule.start.isoformat(sep=" "), "releases": schedule.releases,

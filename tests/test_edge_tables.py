@@ -218,14 +218,20 @@ def test_continual_degree_histogram_and_edge_count_in_sql():
 def test_a_broken_declared_bound_refuses_and_spends_nothing():
     con = duckdb.connect()
     con.execute("CREATE TABLE contacts AS SELECT 0 AS a, i AS b, TIMESTAMP '2025-01-06 01:00' AS at "
-                "FROM range(1, 6) t(i)")  # node 0 has 5 edges: the declared bound is 3
+                "FROM range(1, 4) t(i)")  # node 0 has 3 edges: the declared bound
     conn = dpsql.connect(con=con, catalog=STREAM, epsilon=1.0, delta=1e-9, seed=2)
     cur = conn.cursor()
-    cur.execute("CREATE CONTINUAL QUERY hist AS SELECT degree, COUNT(*) FROM contact_degrees GROUP BY degree "
-                "EMIT EVERY INTERVAL '7 days' ON at FROM '2025-01-06' FOR 4 RELEASES")
+    create = ("CREATE CONTINUAL QUERY {} AS SELECT degree, COUNT(*) FROM contact_degrees GROUP BY degree "
+              "EMIT EVERY INTERVAL '7 days' ON at FROM '2025-01-06' FOR 4 RELEASES")
+    cur.execute(create.format("hist"))
+    con.execute("INSERT INTO contacts VALUES (0, 4, TIMESTAMP '2025-01-06 02:00'), (0, 5, TIMESTAMP '2025-01-06 "
+                "03:00')")  # now 5: the owner's promise is broken after the horizon was charged
     spent = conn.session.ledger.spent()
     with pytest.raises(dpsql.OperationalError, match="breaks the degree bound"):
         cur.execute("EMIT hist")
+    assert conn.session.ledger.spent() == spent
+    with pytest.raises(dpsql.OperationalError, match="breaks the degree bound"):  # broken already: no charge
+        cur.execute(create.format("again"))
     assert conn.session.ledger.spent() == spent
     cur.execute("SELECT COUNT(*) FROM contacts")  # one-shot answers project, whatever the data
     assert cur.result.charged > 0
