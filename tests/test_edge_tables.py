@@ -106,7 +106,10 @@ def test_the_edge_table_answers_only_its_count(tmp_path):
     conn = dpsql.connect(con=con, catalog=UNDIRECTED, epsilon=1.0, delta=1e-9, seed=1)
     cur = conn.cursor()
     for sql in ("SELECT a, COUNT(*) FROM contacts GROUP BY a", "SELECT * FROM contacts",
-                "SELECT COUNT(*) FROM contacts WHERE b = 3"):
+                "SELECT COUNT(*) FROM contacts WHERE b = 3", "SELECT * FROM contact_degrees",
+                "CREATE TABLE contact_degrees AS SELECT 1 AS degree", "CREATE VIEW v AS SELECT * FROM contacts",
+                "DROP TABLE contacts", "SELECT COUNT(*) FROM contacts c JOIN contact_degrees d ON c.a = d.degree",
+                "SELECT COUNT(*) FROM (SELECT * FROM contacts)"):
         with pytest.raises((ProgrammingError, NotSupportedError)):
             cur.execute(sql)
     assert conn.session.ledger.spent() == 0
