@@ -9,7 +9,7 @@ noise, δ = 1e-9, ε on 13 quarter-decades from 0.01 to 10:
   `--evaluations` simulations, and compared with as many points of a random design (the
   planner's configuration and a Latin hypercube) by hypervolume in (log ε, log RMSE);
 - ranges: 160 random ranges on age and 160 on hours-per-week (320 COUNT(*) queries); RAP is
-  searched over (ε, T, K, synthetic rows) under a time budget (`--rap-seconds` of CPU time).
+  searched over (ε, T, K, synthetic rows) under a planning budget (`--rap-seconds` of work).
 
 The linear fronts are exact (one plan, scaled); the adaptive points are simulations on
 synthetic data of adult's domain and size (the row count is taken as public, as the catalog's
@@ -37,7 +37,7 @@ import numpy as np
 from benchmarks.datasets import load
 from dpsql.sql.compiler import compile_query
 from mechanisms.workload import Workload
-from planner.deadline import Deadline
+from planner.planning_limit import PlanningLimit
 from planner.pareto import (
     DEFAULT_EPSILONS,
     PLANNER,
@@ -98,7 +98,7 @@ def run(name: str, workload: Workload, rows: int, procedure: str, evaluations: i
     linear_seconds = time.perf_counter() - started
     started = time.perf_counter()
     search = adaptive_front(workload, rows, DEFAULT_EPSILONS, "gaussian", DELTA, procedures=[procedure],
-                            max_evaluations=evaluations, deadline=Deadline(seconds), linear=linear)
+                            max_evaluations=evaluations, limit=PlanningLimit(seconds), linear=linear)
     search_seconds = time.perf_counter() - started
     front = linear.merged(search)
     points = search.curves.get(procedure, [])
@@ -119,7 +119,7 @@ def run(name: str, workload: Workload, rows: int, procedure: str, evaluations: i
     if compare_random and points:
         started = time.perf_counter()
         random = adaptive_front(workload, rows, DEFAULT_EPSILONS, "gaussian", DELTA, procedures=[procedure],
-                                max_evaluations=evaluations, initial=evaluations, deadline=Deadline(seconds),
+                                max_evaluations=evaluations, initial=evaluations, limit=PlanningLimit(seconds),
                                 linear=linear)
         random_points = random.curves.get(procedure, [])
         both = _log_points(points) + _log_points(random_points)

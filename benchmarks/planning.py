@@ -3,13 +3,13 @@
 Each case plans one workload on the demo `people` catalog with the table's size
 declared public (`rows = N` in the catalog, so AIM and RAP are costed by
 simulation) and reads no data: it is `EXPLAIN BEGIN WORKLOAD ... END WORKLOAD`
-through a DB-API connection with the session's default planning time budget.
+through a DB-API connection with the session's default planning budget.
 Every case runs in a fresh process, so nothing is cached between cases and the
 peak resident memory (ru_maxrss) is that case's own; CPU seconds are the
 process's CPU time spent in the EXPLAIN (compiling, planning, predicting time).
 
 Also measured: how quickly a cancellation (the shell's Ctrl-C) stops planning
-that has no time budget, and what the time budget gives up, by planning the
+that has no planning budget, and what the budget gives up, by planning the
 same workload with the budget lifted (`SET dpsql.planning_seconds = 0`).
 
     python -m benchmarks.planning            # all cases
@@ -93,7 +93,7 @@ def run_case(rows: int, name: str, unlimited: bool) -> dict:
         "cpu_seconds": round(cpu, 3), "wall_seconds": round(wall, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "chosen": plan.splitlines()[0].split("Plan: ")[1].split(",")[0],
-        "budget_reached": "planning time budget" in plan,
+        "budget_reached": "planning budget of" in plan,
         "total_expected_squared_error": _total_error(plan),
     }
 
@@ -108,7 +108,7 @@ def _total_error(plan: str) -> float:
 
 
 def run_cancel(rows: int, after: float = 0.3) -> dict:
-    """Plan GROUP BY age, income with no time budget, cancel after `after` s: how long until it stops."""
+    """Plan GROUP BY age, income with no planning budget, cancel after `after` s: how long until it stops."""
     import threading
     import time
 

@@ -5,7 +5,7 @@ of each table's measurements (loaded from the ledger, so earlier answers stay fr
 the generative models of adaptive releases. A statement goes through these steps:
 
 1. **plan** (`plan`): the blocks no model determines yet are planned per table (data-free,
-   bounded by the planning time budget, `planner.deadline`); blocks a model determines
+   bounded by the planning budget, `planner.planning_limit`); blocks a model determines
    are free;
 2. **scan**: the backend computes the exact marginals of the planned cliques in one scan
    per table (or an adaptive procedure, AIM or RAP, runs on them);
@@ -57,14 +57,15 @@ from mechanisms.rap import RelaxedData
 from mechanisms.reconstruction import AnsweringModel, Estimator, LeastSquaresModel
 from mechanisms.workload import Block, Term, Workload
 from planner.adaptive import AIM
-from planner.deadline import Deadline, PlanningCancelled
+from planner.planning_limit import PlanningLimit, PlanningCancelled
 from planner.families import split
 from planner.plan import Plan
 from planner.planner import budget_for_accuracy, plan_workload
 from planner.timing import ScanSpeed
 from planner.timing import predict as predict_time
 
-# The default planning time budget (CPU seconds of the planning thread): a base and a share per query.
+# The default planning budget (seconds of work on the reference machine, `planner.planning_limit`): a base and a
+# share per query.
 PLANNING_SECONDS, PLANNING_SECONDS_PER_QUERY = 1.0, 0.1
 # Charges of these procedures leave a graphical model that later sessions refit from the ledger.
 _REFITTED = {AIM, "mst"}
@@ -117,7 +118,7 @@ class Executor:
     def __init__(self, catalog: Catalog, ledger: Ledger, backend: Backend, budget: Budget, rng: RandomSource):
         self.catalog, self.ledger, self.backend, self.budget, self.rng = catalog, ledger, backend, budget, rng
         self.hooks = Hooks()
-        self.planning_seconds: float | None = None  # None: by the workload's size (`deadline`); 0: no limit
+        self.planning_seconds: float | None = None  # None: by the workload's size (`planning_limit`); 0: no limit
         self.models: dict[str, LeastSquaresModel] = {}
         self._versions: dict[str, tuple | None] = {}  # per table: the ledger version its model was read at
         self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
@@ -203,19 +204,19 @@ class Executor:
         """
         queries = [self.central_part(q) for q in queries if not _reports_only(q)]  # reports are not measured here
         try:
-            return self._plan_within(self.deadline(len(queries)), queries, sizing, timed)
+            return self._plan_within(self.planning_limit(len(queries)), queries, sizing, timed)
         except PlanningCancelled:
             raise OperationalError("planning was cancelled; nothing was charged") from None
 
-    def deadline(self, queries: int) -> Deadline:
-        """A statement's planning time budget: `planning_seconds`, or by default `PLANNING_SECONDS`
+    def planning_limit(self, queries: int) -> PlanningLimit:
+        """A statement's planning budget: `planning_seconds`, or by default `PLANNING_SECONDS`
         plus `PLANNING_SECONDS_PER_QUERY` per query; the cancellation hook stops it too."""
         seconds = self.planning_seconds
         if seconds is None:
             seconds = PLANNING_SECONDS + PLANNING_SECONDS_PER_QUERY * queries
-        return Deadline(seconds or None, self.hooks.cancelled)
+        return PlanningLimit(seconds or None, self.hooks.cancelled)
 
-    def _plan_within(self, deadline: Deadline, queries: list[CompiledQuery], sizing: Sizing, timed: bool):
+    def _plan_within(self, limit: PlanningLimit, queries: list[CompiledQuery], sizing: Sizing, timed: bool):
         noise, delta = self.budget.noise, self.budget.delta
         pending = self.uncovered(queries, sizing.measure_unmeasured)
         needing = {name: (t, bs) for name, (t, bs, _) in pending.items() if bs}
@@ -223,7 +224,7 @@ class Executor:
         if len(needing) == 1 and sizing.max_rmse is None:
             shares[next(iter(needing))] = sizing.budget
         elif needing and sizing.max_rmse is None:
-            unit = [self._unit_error(t, bs, sizing.objective, deadline) for t, bs in needing.values()]
+            unit = [self._unit_error(t, bs, sizing.objective, limit) for t, bs in needing.values()]
             for name, fraction in zip(needing, split(unit, noise)):
                 shares[name] = sizing.budget * fraction
         plans = {}
@@ -236,13 +237,13 @@ class Executor:
             elif sizing.max_rmse is not None:
                 try:
                     _, plan = budget_for_accuracy(workload, sizing.max_rmse, noise, delta, existing,
-                                                  table.contribution, deadline)
+                                                  table.contribution, limit)
                 except ArithmeticError as e:
                     raise BudgetExceededError(f"an RMSE of at most {sizing.max_rmse:g} is out of reach ({e}); ask "
                                               "for a larger max_rmse; nothing was charged") from None
             else:
                 plan = plan_workload(workload, shares[name], noise, delta, existing, sizing.objective, rows=rows,
-                                     contribution=table.contribution, deadline=deadline)
+                                     contribution=table.contribution, limit=limit)
             if blocks and timed:
                 plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
             model = self.answering(table)
@@ -257,9 +258,9 @@ class Executor:
         """The backend's marginal-scan speed, measured on synthetic data (None: not known for this engine)."""
         return duckdb_scan_speed() if isinstance(self.backend, DuckDBBackend) else None
 
-    def _unit_error(self, table: Table, blocks, objective: str, deadline: Deadline) -> float:
+    def _unit_error(self, table: Table, blocks, objective: str, limit: PlanningLimit) -> float:
         plan = plan_workload(Workload(table.domain, blocks), 1.0, self.budget.noise, self.budget.delta, (), objective,
-                             contribution=table.contribution, deadline=deadline)
+                             contribution=table.contribution, limit=limit)
         return sum(b.weight * b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
 
     # --- 2-6. scan, release, answer, charge, keep ------------------------------------------

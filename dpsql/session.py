@@ -49,7 +49,7 @@ from mechanisms.partition_selection import count_released_with
 from mechanisms.noise import RandomSource
 from mechanisms.workload import Workload
 from planner.chart import draw_chart, draw_front, error_curves
-from planner.deadline import Deadline
+from planner.planning_limit import PlanningLimit
 from planner.pareto import ADAPTIVE_SECONDS, FRONT_COLUMNS, pareto_front
 from planner.plan import TOTAL_SQUARED
 
@@ -586,7 +586,7 @@ class Session:
                 continue
             front = pareto_front(Workload(table.domain, blocks), None, self.budget_unit.noise, self.budget_unit.delta,
                                  self.executor.model(table).measurements, table.contribution, sizing.objective,
-                                 self.executor.rows(table), deadline=Deadline(ADAPTIVE_SECONDS, self.cancelled))
+                                 self.executor.rows(table), limit=PlanningLimit(ADAPTIVE_SECONDS, self.cancelled))
             rows += [(name, *row) for row in front.table()]
             notes += [f"{name}: {note}" for note in front.notes]
             if chart is not None:

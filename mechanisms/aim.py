@@ -204,7 +204,7 @@ def aim(
     sizes: dict = {}  # model sizes by graph, shared across rounds
     t = 0
     while budget.remaining > 0:
-        checkpoint()
+        checkpoint(len(weights) * model.tree.size)  # scoring every candidate on the model
         t += 1
         if budget.remaining <= 2 * (select_share + measure_share):
             select_share = budget.share((1.0 - alpha) * budget.remaining)

@@ -155,6 +155,7 @@ def optimal_factorization(
     """
     rows = np.asarray(to_numpy(rows), dtype=float)
     weights = np.asarray(weights, dtype=float)
+    checkpoint(4.0 * rows.size * min(rows.shape))  # the basis, its QR and the projection
     chosen = _basis(rows)
     if chosen.size == 0:
         return None
@@ -173,7 +174,7 @@ def optimal_factorization(
     iterations, step, previous = 0, FIRST_STEP, 0.0
     steps = int(max(1, min(max_iter, max_work / (2.0 * u.shape[1] * u.shape[0] ** 2 + 1.0))))
     for iterations in range(1, steps + 1):
-        checkpoint()
+        checkpoint(0.8 * u.shape[1] * u.shape[0] ** 2)
         f, g, k = _dual_step(u, gram, d)
         if f < previous:
             step = max(1.0, step / 2)

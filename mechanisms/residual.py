@@ -265,7 +265,7 @@ def max_variance_plan(table: ResidualTable, rho: float = 1.0) -> tuple[ResidualP
     best: tuple[float, np.ndarray] | None = None
     gap = np.inf
     for step in range(_MAX_VARIANCE_ROUNDS):
-        checkpoint()
+        checkpoint(4.0 * per_cell.size)
         weight = per_cell.T @ lam
         ok = weight > 0
         root = np.sqrt(table.cost * np.where(ok, weight, 0.0))
@@ -456,7 +456,7 @@ def marginal_bundle_plan(table: ResidualTable, cliques: Sequence[Clique], gaussi
     kt = kappa.T.tocsr()
 
     def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
-        checkpoint()
+        checkpoint(8.0 * kappa.nnz)
         s = np.maximum(x, 0.0)
         total = s.sum()
         prec = unit * (kappa @ s**power)

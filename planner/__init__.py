@@ -10,15 +10,16 @@ block's expected RMSE, the alternatives considered and why this one won.
   `budget_for_accuracy` (the least budget meeting an RMSE target);
 - `families/`: the strategy families and their exact costs (how to add one: its docstring);
 - `adaptive/`: AIM and RAP, costed by simulation on public stand-in data;
-- `deadline`: the planning time budget and cancellation;
+- `planning_limit`: the planning budget (counted in work, so plans do not depend on the machine)
+  and cancellation;
 - `pareto`: privacy–utility fronts (EXPLAIN PARETO): (ε, expected RMSE) of the planner and each
   family, exact for linear plans, and of AIM/RAP by Bayesian optimization over their settings on
   stand-in data; `budget_for_rmse`;
 - `timing` (predicted execution time), `chart` (error vs budget, fronts), `components`.
 """
 
-from planner.deadline import Deadline
+from planner.planning_limit import PlanningLimit
 from planner.plan import MAX_ERROR, TOTAL_SQUARED, Plan
 from planner.planner import budget_for_accuracy, plan_workload
 
-__all__ = ["MAX_ERROR", "TOTAL_SQUARED", "Deadline", "Plan", "budget_for_accuracy", "plan_workload"]
+__all__ = ["MAX_ERROR", "TOTAL_SQUARED", "PlanningLimit", "Plan", "budget_for_accuracy", "plan_workload"]

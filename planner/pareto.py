@@ -25,7 +25,7 @@ depends on the data and on their settings, so it is simulated (`planner.adaptive
 public synthetic data of the table's domain and size, never the private table). Following
 DPareto (Avent et al.; the seed, ``shared/research/seed_avent.md`` §3), the front over
 (ε, settings) is found by Gaussian-process Bayesian optimization with a hypervolume
-acquisition, under a bounded number of evaluations and a `Deadline`. The seed fits one GP
+acquisition, under a bounded number of evaluations and a `PlanningLimit`. The seed fits one GP
 per objective (log ε and log/logit error) and picks the next point by hypervolume
 probability of improvement, ΔHV(mean)·PoI. Here ε is one of the inputs — the privacy oracle
 is the identity, noiseless and known — so only log RMSE needs a GP, and the *expected*
@@ -61,7 +61,7 @@ from mechanisms.rap import RAPConfig
 from mechanisms.workload import Block, Workload
 from planner.adaptive import AIMProcedure, PROCEDURES, RAPProcedure, predict
 from planner.adaptive.base import AdaptiveRelease
-from planner.deadline import Deadline, OutOfTime, PlanningCancelled
+from planner.planning_limit import PlanningLimit, OutOfTime, PlanningCancelled
 from planner.families import FAMILIES, budget_exponent
 from planner.plan import MAX_ERROR, OBJECTIVES, TOTAL_SQUARED, Plan
 from planner.planner import expected_rmse, plan_workload
@@ -73,7 +73,7 @@ DEFAULT_EPSILONS = tuple(float(e) for e in np.geomspace(0.01, 10.0, 13))  # quar
 REFERENCE_BUDGET = 1e-6
 TIE = 1e-6  # relative: a point this close to a preferred one at the same ε is a tie (the planner wins)
 MAX_EVALUATIONS = 12  # simulations per adaptive procedure
-ADAPTIVE_SECONDS = 120.0  # default planning-thread CPU seconds for the adaptive search
+ADAPTIVE_SECONDS = 120.0  # default planning budget (seconds of work) of the adaptive search
 FRONT_COLUMNS = ("epsilon", "budget", "expected_rmse", "strategy", "settings", "source")
 
 
@@ -233,7 +233,7 @@ def linear_front(
     existing: Iterable[Measurement | tuple[Clique, float]] = (),
     contribution: int = 1,
     objective: str = TOTAL_SQUARED,
-    deadline: Deadline | None = None,
+    limit: PlanningLimit | None = None,
 ) -> Front:
     """The exact (ε, expected RMSE) front of the planner's choice and of each strategy family.
 
@@ -258,7 +258,7 @@ def linear_front(
 
     if not existing:
         ref = REFERENCE_BUDGET
-        unit = plan_workload(workload, ref, noise, delta, (), objective, contribution=contribution, deadline=deadline)
+        unit = plan_workload(workload, ref, noise, delta, (), objective, contribution=contribution, limit=limit)
         # (the adaptive procedures are `adaptive_front`'s: the planner's note on them is left out here)
         notes.extend(n for n in unit.notes if not n.startswith(tuple(p.name.upper() for p in PROCEDURES)))
         details = {PLANNER: unit.chosen}
@@ -273,7 +273,7 @@ def linear_front(
                     continue  # not costed (or infinite) for this workload
                 try:
                     alone = plan_workload(workload, ref, noise, delta, (), MAX_ERROR, families=[name],
-                                          contribution=contribution, deadline=deadline)
+                                          contribution=contribution, limit=limit)
                 except PlanningCancelled:
                     raise
                 except Exception as e:  # the family cannot take the whole workload alone
@@ -290,7 +290,7 @@ def linear_front(
                      "family curves leave them out (an upper bound for each family)")
         for e, b in zip(epsilons, budgets):
             plan = plan_workload(workload, b, noise, delta, existing, objective, contribution=contribution,
-                                 deadline=deadline)
+                                 limit=limit)
             curves[PLANNER].append(FrontPoint(e, workload_rmse(workload, plan.expected_rmse, objective), PLANNER, b,
                                               plan.chosen))
             if objective == TOTAL_SQUARED:
@@ -463,7 +463,7 @@ def bayes_front(
     max_evaluations: int = MAX_EVALUATIONS,
     initial: int = 4,
     seed: int = 0,
-    deadline: Deadline | None = None,
+    limit: PlanningLimit | None = None,
     first: dict[str, float] | None = None,
     candidates: int = 1024,
 ) -> tuple[list[Evaluation], bool]:
@@ -472,11 +472,11 @@ def bayes_front(
     `first` (e.g. the planner's defaults), a seeded Latin-hypercube design up to `initial`
     points, then expected hypervolume improvement in (log ε, log RMSE) under a GP on log
     RMSE, maximized over `candidates` seeded random settings (never one evaluated before).
-    At most `max_evaluations` calls of `evaluate`, each stopped at the deadline.
+    At most `max_evaluations` calls of `evaluate`, each stopped at the limit.
     """
     if not any(k.name == "epsilon" for k in knobs):
         raise ValueError('the knobs need an "epsilon"')
-    deadline = deadline or Deadline()
+    limit = limit or PlanningLimit()
     rng = np.random.default_rng(seed)
     index = [k.name for k in knobs].index("epsilon")
     eps_knob = knobs[index]
@@ -494,10 +494,10 @@ def bayes_front(
         values = dict(settings)
         started = time.perf_counter()
         try:
-            with deadline.optional():
+            with limit.optional():
                 rmse = float(evaluate(values))
         except OutOfTime:
-            deadline.skip("adaptive simulations")
+            limit.skip("adaptive simulations")
             return False
         done.append(Evaluation(settings, values["epsilon"], rmse if rmse == rmse else math.inf,
                                time.perf_counter() - started))
@@ -610,22 +610,22 @@ def adaptive_front(
     max_evaluations: int = MAX_EVALUATIONS,
     initial: int = 4,
     seed: int = 0,
-    deadline: Deadline | None = None,
+    limit: PlanningLimit | None = None,
     linear: Front | None = None,
 ) -> Front:
     """The simulated (ε, RMSE) front of AIM and RAP over ε and their settings, by Bayesian optimization.
 
     ε ranges over [min, max] of `epsilons`; each evaluation is `planner.adaptive.simulation.predict`
     at ρ(ε) with the procedure's settings on public stand-in data of `rows` rows (never the private
-    table). At most `max_evaluations` simulations per procedure, all of them under `deadline`
-    (default: `ADAPTIVE_SECONDS` of planning-thread CPU time). `linear` (the workload's linear front)
+    table). At most `max_evaluations` simulations per procedure, all of them under `limit`
+    (default: `ADAPTIVE_SECONDS` of planning work). `linear` (the workload's linear front)
     lets a simulation that clearly loses stop after one run.
     """
     started = time.perf_counter()
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}")
     epsilons = sorted(float(e) for e in (DEFAULT_EPSILONS if epsilons is None else epsilons))
-    deadline = deadline or Deadline(ADAPTIVE_SECONDS)
+    limit = limit or PlanningLimit(ADAPTIVE_SECONDS)
     domain = workload.domain
     blocks = _counted(workload)
     curves: dict[str, list[FrontPoint]] = {}
@@ -666,7 +666,7 @@ def adaptive_front(
                 return math.sqrt(prediction.total_squared_error / max(weighted_rows, 1e-300))
             return workload_rmse(workload, prediction.rmse, MAX_ERROR)
 
-        done, stopped = bayes_front(evaluate, knobs, max_evaluations, initial, seed, deadline, first)
+        done, stopped = bayes_front(evaluate, knobs, max_evaluations, initial, seed, limit, first)
         evaluations += len(done)
         curves[procedure.name] = sorted(
             (FrontPoint(e.epsilon, e.rmse, procedure.name, to_budget(e.epsilon, noise, delta), _label(e.settings),
@@ -674,7 +674,7 @@ def adaptive_front(
             key=lambda p: (p.epsilon, p.rmse),
         )
         notes.append(f"{procedure.name.upper()}: {len(done)} simulation(s) on public stand-in data "
-                     f"({sum(e.seconds for e in done):.1f} s)" + ("; stopped by the time budget" if stopped else ""))
+                     f"({sum(e.seconds for e in done):.1f} s)" + ("; stopped by the planning budget" if stopped else ""))
     return Front(noise, delta, objective, envelope(curves), curves, {}, notes, time.perf_counter() - started,
                  evaluations)
 
@@ -691,18 +691,18 @@ def pareto_front(
     adaptive: bool = True,
     max_evaluations: int = MAX_EVALUATIONS,
     seed: int = 0,
-    deadline: Deadline | None = None,
+    limit: PlanningLimit | None = None,
 ) -> Front:
     """EXPLAIN PARETO: the linear front (exact), joined by AIM's and RAP's (simulated) when `rows` is known.
 
-    `deadline` bounds the whole computation (the adaptive search gets what the linear front
+    `limit` bounds the whole computation (the adaptive search gets what the linear front
     leaves; without one, `ADAPTIVE_SECONDS` for the search).
     """
-    linear = linear_front(workload, epsilons, noise, delta, existing, contribution, objective, deadline)
+    linear = linear_front(workload, epsilons, noise, delta, existing, contribution, objective, limit)
     if not adaptive:
         return linear
     search = adaptive_front(workload, rows, epsilons, noise, delta, objective, contribution,
-                            max_evaluations=max_evaluations, seed=seed, deadline=deadline, linear=linear)
+                            max_evaluations=max_evaluations, seed=seed, limit=limit, linear=linear)
     return linear.merged(search)
 
 

@@ -23,7 +23,7 @@ from mechanisms.matrices import Dense, Diagonal
 from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate, query_step
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
-from planner.deadline import Deadline, OutOfTime
+from planner.planning_limit import PlanningLimit, OutOfTime
 from planner.families import FAMILIES, MARGINALS, PER_QUERY, budget_exponent, combined_unit_error, split
 from planner.adaptive import PROCEDURES, predict
 from planner.plan import (
@@ -59,7 +59,7 @@ def plan_workload(
     families: Iterable[str] | None = None,
     rows: float | None = None,
     contribution: int = 1,
-    deadline: Deadline | None = None,
+    limit: PlanningLimit | None = None,
 ) -> Plan:
     """Plan the blocks of `workload` under `budget` (ρ for Gaussian, ε for Laplace noise).
 
@@ -76,8 +76,8 @@ def plan_workload(
     procedures (AIM, RAP) are costed by simulation and win the whole workload
     when their predicted total squared error is lower (TOTAL_SQUARED only).
     `contribution` is the most rows one privacy unit may contribute (the table's
-    bound k): every measurement's sensitivity is multiplied by it. `deadline`
-    bounds the optional, costly part of planning (see `planner.deadline`; default:
+    bound k): every measurement's sensitivity is multiplied by it. `limit`
+    bounds the optional, costly part of planning (see `planner.planning_limit`; default:
     no limit, no cancellation); the plan's notes say what it left out.
     """
     if noise not in NOISE_KINDS:
@@ -91,23 +91,23 @@ def plan_workload(
     allowed = [cls for cls in FAMILIES if families is None or cls.name in set(families)]
     if not allowed:
         raise ValueError(f"no strategy family among {families}")
-    deadline = deadline or Deadline()
+    limit = limit or PlanningLimit()
     direct = None if families is not None or existing else _direct_reason(workload, noise)
     if direct:
         allowed = [cls for cls in allowed if cls.name in ESSENTIAL]
     if objective == TOTAL_SQUARED:
-        plan = _plan(workload, budget, noise, delta, existing, allowed, contribution, deadline)
+        plan = _plan(workload, budget, noise, delta, existing, allowed, contribution, limit)
         # Adaptive procedures (AIM, RAP) are not linear strategies, so the lower bound of `_separable_blocks`
         # does not cover them: only the single product query (which they never take) skips them.
         if families is None and direct != _ONE_PRODUCT and contribution == 1 \
                 and not any(b.mapped_rows for b in workload.blocks):
-            plan = _with_adaptive(plan, workload, budget, rows, deadline)
+            plan = _with_adaptive(plan, workload, budget, rows, limit)
     else:
-        plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution, deadline)
+        plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution, limit)
     if direct:
         plan.notes.append(direct)
-    if deadline.note():
-        plan.notes.append(deadline.note())
+    if limit.note():
+        plan.notes.append(limit.note())
     plan.planning_seconds = time.perf_counter() - started
     return plan
 
@@ -270,16 +270,16 @@ def _lower(cost: float, than: float) -> bool:
     return cost < than - TIE_TOLERANCE * abs(than)
 
 
-# Families cheap enough to cost whatever the time budget: a plan always exists.
+# Families cheap enough to cost whatever the planning budget: a plan always exists.
 ESSENTIAL = (PER_QUERY, MARGINALS)
 
 
 class _Costs:
     """Memoized unit errors of (family, set of blocks) within one planning call; a family that is not
-    essential and runs out of the planning time budget costs infinity (it is left out)."""
+    essential and runs out of the planning budget costs infinity (it is left out)."""
 
-    def __init__(self, families, deadline: Deadline):
-        self.families, self.deadline = families, deadline
+    def __init__(self, families, limit: PlanningLimit):
+        self.families, self.limit = families, limit
         self._cache: dict[tuple[str, tuple[int, ...]], float] = {}
 
     def __call__(self, name: str, blocks: list[Block]) -> float:
@@ -290,13 +290,13 @@ class _Costs:
 
     def _cost(self, name: str, blocks: list[Block]) -> float:
         if name in ESSENTIAL:
-            with self.deadline.essential():
+            with self.limit.essential():
                 return self.families[name].unit_error(blocks)
         try:
-            with self.deadline.optional():
+            with self.limit.optional():
                 return self.families[name].unit_error(blocks)
         except OutOfTime:
-            self.deadline.skip(name)
+            self.limit.skip(name)
             return float("inf")
 
     def pooled(self, pools: dict[str, list[Block]], noise: str) -> float:
@@ -307,12 +307,12 @@ class _Costs:
 
 def _plan(
     workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int,
-    deadline: Deadline,
+    limit: PlanningLimit,
 ) -> Plan:
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
     families = {cls.name: cls(domain, noise) for cls in allowed}
-    cost = _Costs(families, deadline)
+    cost = _Costs(families, limit)
 
     # 1. Each group (a clique's blocks) takes the family that is cheapest for it alone.
     groups: list[GroupPlan] = []
@@ -362,7 +362,7 @@ def _plan(
         for g in groups:
             g.family = best
 
-    # 4. A pool first costed here may have run out of the time budget: its groups are measured
+    # 4. A pool first costed here may have run out of the planning budget: its groups are measured
     #    per query, which is always available (essential).
     for name, bs in pools().items():
         if bs and cost(name, bs) == float("inf"):
@@ -377,7 +377,7 @@ def _plan(
     measurements: list[PlannedMeasurement] = []
     family_of = {name: g.family for g in groups for name in g.blocks}
     for (name, bs), fraction in zip(parts, fractions):
-        with deadline.essential():  # the winner's solution is cached by its costing: this completes it
+        with limit.essential():  # the winner's solution is cached by its costing: this completes it
             allocations = families[name].allocate(bs)
         for alloc in allocations:
             share = budget * fraction * alloc.fraction
@@ -400,14 +400,14 @@ def _plan(
         alternatives.append(Alternative(MIXED, combined_unit_error(unit_errors, noise) * scale, rows))
 
     fitting = time.perf_counter()
-    with deadline.essential():
+    with limit.essential():
         expected = expected_rmse(workload, measurements, existing)
     plan = Plan(noise, delta, measurements, family_of, expected, alternatives, label, groups)
     plan.fit_seconds = time.perf_counter() - fitting  # the same fit reconstruction runs (see planner.timing)
     return plan
 
 
-def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | None, deadline: Deadline) -> Plan:
+def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | None, limit: PlanningLimit) -> Plan:
     """The plan, or an adaptive procedure's plan when its simulated error is lower."""
     blocks = [b for b in workload.blocks if b.terms]
     domain = workload.domain
@@ -426,10 +426,10 @@ def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | 
     best, best_error = None, linear
     for procedure in eligible:
         try:
-            with deadline.optional():
+            with limit.optional():
                 prediction = predict(procedure, domain, blocks, budget, rows, linear)
         except OutOfTime:
-            deadline.skip(f"{procedure.name.upper()} (simulation)")
+            limit.skip(f"{procedure.name.upper()} (simulation)")
             continue
         plan.alternatives.append(Alternative(f"{procedure.name} (simulated)", prediction.total_squared_error, weighted_rows))
         if _lower(prediction.total_squared_error, best_error):
@@ -457,7 +457,7 @@ def _normalized_rmse(plan: Plan, workload: Workload) -> dict[str, float]:
 
 def _plan_min_max(
     workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int,
-    deadline: Deadline,
+    limit: PlanningLimit,
 ) -> Plan:
     """Minimize the largest normalized RMSE by multiplicative reweighting of the blocks."""
     base = {b.name: b.weight for b in workload.blocks}
@@ -468,7 +468,7 @@ def _plan_min_max(
         reweighted = Workload(
             workload.domain, [replace(b, weight=base[b.name] * multiplier[b.name]) for b in workload.blocks]
         )
-        plan = _plan(reweighted, budget, noise, delta, existing, allowed, contribution, deadline)
+        plan = _plan(reweighted, budget, noise, delta, existing, allowed, contribution, limit)
         errors = _normalized_rmse(plan, workload)
         if not errors:
             return plan
@@ -489,7 +489,7 @@ def budget_for_accuracy(
     delta: float = 0.0,
     existing: Iterable[Measurement | tuple[Clique, float]] = (),
     contribution: int = 1,
-    deadline: Deadline | None = None,
+    limit: PlanningLimit | None = None,
 ) -> tuple[float, Plan]:
     """The smallest budget whose MAX_ERROR plan gives every block a normalized RMSE ≤ max_rmse.
 
@@ -503,7 +503,7 @@ def budget_for_accuracy(
     if not max_rmse > 0:
         raise ValueError("the accuracy target must be positive")
     existing = list(existing)
-    unit = plan_workload(workload, 1.0, noise, delta, existing, MAX_ERROR, contribution=contribution, deadline=deadline)
+    unit = plan_workload(workload, 1.0, noise, delta, existing, MAX_ERROR, contribution=contribution, limit=limit)
     worst = max(_normalized_rmse(unit, workload).values(), default=0.0)
     if worst == 0:
         return 0.0, unit
@@ -516,7 +516,7 @@ def budget_for_accuracy(
         raise ArithmeticError(f"could not reach the accuracy target: it needs a budget of {budget:g}")
     for _ in range(20):
         plan = plan_workload(workload, budget, noise, delta, existing, MAX_ERROR, contribution=contribution,
-                             deadline=deadline)
+                             limit=limit)
         achieved = max(_normalized_rmse(plan, workload).values())
         if achieved <= max_rmse * (1 + 1e-9):
             return budget, plan

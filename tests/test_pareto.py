@@ -9,7 +9,7 @@ from dpsql.catalog import Catalog
 from dpsql.demo_data import PEOPLE_CATALOG_TOML
 from dpsql.sql.compiler import compile_query
 from mechanisms.workload import Workload
-from planner.deadline import Deadline
+from planner.planning_limit import PlanningLimit
 from planner.pareto import (
     FRONT_COLUMNS,
     PLANNER,
@@ -199,7 +199,7 @@ def test_bayes_front_is_bounded_deterministic_and_returns_non_dominated_points()
     assert all(not dominates(a, b) for a in points for b in points)
     # the search moves towards the knob's best value (x = 0.3) after its design
     assert min(abs(dict(e.settings)["x"] - 0.3) for e in done[4:]) < 0.1
-    none, stopped = bayes_front(_toy([]), KNOBS, max_evaluations=5, deadline=Deadline(0.0))
+    none, stopped = bayes_front(_toy([]), KNOBS, max_evaluations=5, limit=PlanningLimit(0.0))
     assert none == [] and stopped
 
 

@@ -13,7 +13,7 @@ Besides SQL, a script may contain:
   public stand-in data where the table's size is known), spending nothing;
 - ``SET dpsql.<setting> = value`` — ``query_epsilon`` / ``query_rho`` (what a new
   query spends), ``max_rmse`` (size new queries by accuracy instead; 0 turns it
-  off), ``objective``, ``planning_seconds`` (the planning time budget; 0: none),
+  off), ``objective``, ``planning_seconds`` (the planning budget, in seconds of reference work; 0: none),
   ``stderr`` (``on``: each DP column is followed by a ``<column>_stderr`` column),
   ``key_delta`` (the δ a release of keys by partition selection spends) and ``estimator``
   (``least_squares``, ``pgm``: a graphical model over all measurements, non-negative; ``auto``:

@@ -169,7 +169,7 @@ def opt_marginals(
     free = np.flatnonzero(allowed)
 
     def objective(x):
-        checkpoint()
+        checkpoint(16.0 * len(w) * max(1, len(sizes)))  # transforms over the 2^d subsets
         theta = np.zeros(len(w))
         theta[free] = x
         ku = alg.eigenvalues(theta**2)

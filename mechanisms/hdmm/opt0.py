@@ -89,7 +89,7 @@ def p_identity_objective(theta, v, p: int):
     V is an array of the current array module or a `GramOperator` (then the
     p×n×n product becomes p applications of V, e.g. O(pn) for ranges).
     """
-    checkpoint()
+    checkpoint(10.0 * np.size(theta) * (np.size(theta) // p))  # p products with the n × n gram
     m = xp()
     t = m.asarray(theta).reshape(p, -1)
     s = 1.0 + t.sum(axis=0)
@@ -225,7 +225,7 @@ def opt0_gaussian(
     lam = m.ones(n) if init is None else m.asarray(init, dtype=float)
     best_error, best, iterations = float("inf"), None, 0
     for iterations in range(1, max_iter + 1):
-        checkpoint()
+        checkpoint(2.0 * n**3)  # an n × n eigendecomposition and products
         d = m.sqrt(lam)
         mu, u = m.linalg.eigh(regular * d[:, None] * d[None, :])
         root = m.sqrt(m.clip(mu, eta * float(lam.min()), None))  # DV_ηD ⪰ η·min λ: exact floor

@@ -58,6 +58,7 @@ from mechanisms.pgm.junction_tree import Clique, JunctionTree
 from mechanisms.interruption import checkpoint
 
 _LINE_SEARCH_HALVINGS = 30
+_CALIBRATION_WORK = 50.0  # operations per clique-table cell of one iteration (calibration, loss, step)
 
 
 @dataclass(frozen=True)
@@ -464,7 +465,7 @@ def mirror_descent(
     settled = False
     it = 0
     for it in range(1, max_iters + 1):
-        checkpoint()
+        checkpoint(_CALIBRATION_WORK * tree.size)
         for _ in range(_LINE_SEARCH_HALVINGS):
             trial = evaluate([t if d is None else t - alpha * d for t, d in zip(current.theta, current.direction)])
             predicted = sum(float(m.vdot(g, a - b)) for g, a, b in zip(current.grads, current.counts, trial.counts))
@@ -549,7 +550,7 @@ def accelerated_descent(
     history = [fx]
     it = restarts = 0
     for it in range(1, max_iters + 1):
-        checkpoint()
+        checkpoint(_CALIBRATION_WORK * tree.size)
         for _ in range(2 * _LINE_SEARCH_HALVINGS):
             a = (1.0 + math.sqrt(1.0 + 4.0 * lip * big_a)) / (2.0 * lip)
             tau = a / (big_a + a)

@@ -219,8 +219,8 @@ class KernelObjective:
         return float((self.kernel * inverse).sum())
 
     def value_and_gradient(self, strategy: RangeStrategy) -> tuple[float, np.ndarray]:
-        checkpoint()
         n = strategy.tree.n
+        checkpoint(4.0 * n**3)  # the inverse Gram and two n × n products
         inverse = strategy.solver.inverse_gram(np.eye(n))
         value = float((self.kernel * inverse).sum())
         m = inverse @ self.kernel @ inverse
@@ -267,8 +267,9 @@ def _descend(
         return w
 
     def objective(theta: np.ndarray) -> float:
-        checkpoint()
-        return float(np.log(_score(make(weights(theta)), error, norm)))
+        strategy = make(weights(theta))
+        checkpoint(2.0 * strategy.tree.n**3)
+        return float(np.log(_score(strategy, error, norm)))
 
     def with_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:
         w = weights(theta)

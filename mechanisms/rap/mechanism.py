@@ -224,7 +224,7 @@ def run_rap(
     ids, values = [], []
     clock["prepare"] = time.perf_counter() - start
     for _ in range(t_rounds):
-        checkpoint()
+        checkpoint(4.0 * source.n_queries * relaxed.shape[0] if adaptive else 0.0)  # scoring every query
         tick = time.perf_counter()
         if adaptive:
             picked = _select(source, relaxed, encoding, rows, k, scale, rng, np.asarray(ids, dtype=np.int64))

@@ -58,7 +58,7 @@ def relaxed_projection(relaxed, queries: QuerySet, targets, weights, config: Pro
     loss = float("inf")
     step = 0
     for step in range(1, config.max_iterations + 1):
-        checkpoint()
+        checkpoint(20.0 * queries.size * relaxed.shape[0] + 25.0 * relaxed.size)  # answers, gradient, Adam
         loss, grad = queries.loss_and_gradient(relaxed, targets, weights)
         if loss <= target_loss:
             break

@@ -13,7 +13,7 @@ record in the ledger and an estimator answering later blocks over its attributes
 
 To add a procedure: implement the protocol in a module here (its mechanism in
 `mechanisms`, with `mechanisms.interruption.checkpoint()` in its rounds, so the planning
-time budget and Ctrl-C can stop a simulation), and add an instance to `PROCEDURES`.
+planning budget and Ctrl-C can stop a simulation), and add an instance to `PROCEDURES`.
 """
 
 from planner.adaptive.aim import AIM, AIMProcedure

@@ -15,11 +15,11 @@ Each family implements `base.Family`:
 
 To add a family: write a module here that implements the protocol with the shared budget
 maths of `base` (`split`, `combined_unit_error`, `noise_unit_variance`), call
-`mechanisms.interruption.checkpoint()` in any long loop (the planning time budget and
+`mechanisms.interruption.checkpoint()` in any long loop (the planning budget and
 Ctrl-C stop it there), add the class to `FAMILIES`, and add its strategy matrices to
 `mechanisms.matrices.STORED_KINDS` if they are structured (so ledgers can rebuild them).
 The cheap, always-available families are `planner.planner.ESSENTIAL`; every other
-family is optional work under the planning time budget.
+family is optional work under the planning budget.
 """
 
 from planner.families.base import (

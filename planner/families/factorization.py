@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from mechanisms.domain import Domain
+from mechanisms.interruption import checkpoint
 from mechanisms.factorization import Factorization, optimal_factorization
 from mechanisms.marginals import Clique
 from mechanisms.measurement import GAUSSIAN
@@ -80,6 +81,7 @@ class FactorizationFamily:
         rows = sum(b.num_rows(self.domain) for b in blocks)
         if cells > MAX_CELLS or min(rows, cells) > MAX_RANK or rows * cells > MAX_ENTRIES:
             return None
+        checkpoint(10.0 * rows * cells)  # the explicit workload
         matrix = np.vstack([b.matrix(self.domain, clique).dense() for b in blocks])
         weights = np.concatenate([np.full(b.num_rows(self.domain), b.weight) for b in blocks])
         found = optimal_factorization(matrix, weights, max_work=PLANNING_WORK)

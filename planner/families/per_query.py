@@ -1,7 +1,7 @@
 """The per-query family: noise added to each block directly, the budget split in closed form.
 
 What per-query DP SQL systems do; the baseline every other family must beat, and the plan
-that always exists (whatever the planning time budget).
+that always exists (whatever the planning budget).
 """
 
 from __future__ import annotations
