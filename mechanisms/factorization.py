@@ -31,7 +31,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from mechanisms.arrays import to_numpy
-from mechanisms.matrices import Dense
+from mechanisms.matrices import DecimalDense, Dense
 from mechanisms.interruption import checkpoint
 
 # Relative size below which a pivot of W's QR counts as zero (rank detection).
@@ -127,7 +127,7 @@ def _on_lattice(c: np.ndarray, basis: np.ndarray, z: np.ndarray) -> tuple[Dense,
         return None
     units, exponent, error = found
     integer = units.astype(np.int64) @ basis.astype(np.int64)  # exact: every partial sum is below 10^15
-    return Dense(integer / 10.0**exponent), error  # entries: the doubles nearest ≤15-digit decimals, exact
+    return DecimalDense(integer, exponent), error  # entries: the doubles nearest ≤15-digit decimals, exact
 
 
 def _determines(a: np.ndarray, rows: np.ndarray) -> bool:

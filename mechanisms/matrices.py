@@ -122,6 +122,19 @@ class Dense(Matrix):
         return Dense(self.array.T)
 
 
+class DecimalDense(Dense):
+    """An explicit matrix of exact decimals: entry (i, j) is the double nearest `units[i, j] / 10**exponent`,
+    `units` integers below 10^15 in magnitude (so each entry reads back as that decimal). Exact
+    releases take its lattice from the integers instead of reading every entry as a decimal."""
+
+    def __init__(self, units: np.ndarray, exponent: int):
+        units = np.asarray(units, dtype=np.int64)
+        if units.size and int(np.abs(units).max()) >= 10**15:
+            raise ValueError("decimal entries need integers below 10^15")
+        super().__init__(units / 10.0**exponent)
+        self.units, self.exponent = units if units.ndim == 2 else units[None, :], int(exponent)
+
+
 class Identity(Matrix):
     def __init__(self, n: int):
         self.shape = (n, n)

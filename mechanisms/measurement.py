@@ -21,7 +21,7 @@ from math import gcd, prod
 import numpy as np
 
 from mechanisms.arrays import to_numpy
-from mechanisms.matrices import Diagonal, Identity, Matrix, Ones
+from mechanisms.matrices import DecimalDense, Diagonal, Identity, Matrix, Ones
 from mechanisms.noise import (
     RandomSource,
     discrete_gaussian_variance,
@@ -225,7 +225,13 @@ _DENSE_LATTICE_SIZE = 64
 
 
 def _dense_lattice(f: Matrix) -> tuple[Fraction, np.ndarray]:
-    """(lattice step, entries in integer units of it) of a general factor, cached by content."""
+    """(lattice step, entries in integer units of it) of a general factor, cached by content; a
+    `DecimalDense` factor's from its integers (the same values, without reading each entry)."""
+    if isinstance(f, DecimalDense):
+        common = int(np.gcd.reduce(np.abs(f.units), axis=None)) if f.units.size else 0
+        if common == 0:
+            return Fraction(1), np.zeros(f.shape, dtype=object)
+        return Fraction(common, 10**f.exponent), (f.units // common).astype(object)
     dense = np.ascontiguousarray(to_numpy(f.dense()), dtype=float)
     key = hashlib.sha1(dense.tobytes()).hexdigest() + repr(dense.shape)
     if key not in _DENSE_LATTICE:

@@ -111,3 +111,19 @@ def test_rows_of_very_different_scales_round_without_loss():
     weights = np.concatenate([np.ones(10), [1 / values.max() ** 2] * 2])
     f = optimal_factorization(rows, weights)
     assert f.error <= f.lower_bound * 1.004
+
+
+@pytest.mark.parametrize("rows", [prefix(48), np.vstack([prefix(40)[::4], (2500.0 + 5000.0 * np.arange(40))[None, :]])])
+def test_a_strategy_knows_its_exact_lattice(rows):
+    """The strategy keeps its decimal integers, so exact releases need not read each entry as a decimal:
+    the lattice and the integer entries it gives are those of reading every entry (quantile workloads
+    spent seconds of planning doing that)."""
+    from mechanisms.matrices import Dense
+    from mechanisms.measurement import _dense_lattice, forget_lattices
+
+    strategy = optimal_factorization(rows, np.ones(rows.shape[0])).strategy
+    forget_lattices()
+    fast = _dense_lattice(strategy)
+    read = _dense_lattice(Dense(strategy.dense()))
+    assert fast[0] == read[0]
+    assert np.array_equal(fast[1], read[1]) and isinstance(fast[1].flat[0], int)
