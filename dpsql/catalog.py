@@ -72,9 +72,9 @@ import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-from dpsql.columns import KEY, Column, parse_column
+from dpsql.columns import KEY, Column, StoredType, parse_column
 from dpsql.edge_tables import EDGES, NODES, Graph, parse_graph
 from dpsql.errors import CatalogError
 from mechanisms.domain import Domain
@@ -273,9 +273,11 @@ class Table:
             return [(self.graph.source, "VARCHAR", False), (self.graph.target, "VARCHAR", False)]
         return [(c.name, c.sql_type, c.nullable) for c in self.columns.values()]
 
-    def fits_sql(self) -> str:
-        """WHERE condition selecting the rows of the protected table."""
-        parts = [c.fits_sql() for c in self.columns.values()]
+    def fits_sql(self, stored: Mapping[str, StoredType] | None = None) -> str:
+        """WHERE condition selecting the rows of the protected table; with the engine's `stored` column
+        types, only what they do not guarantee (`Column.fits_sql`)."""
+        stored = stored or {}
+        parts = [c.fits_sql(stored.get(name)) for name, c in self.columns.items()]
         return " AND ".join(p for p in parts if p) or "TRUE"
 
     @property

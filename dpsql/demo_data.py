@@ -19,22 +19,22 @@ Columns, marginals and built-in correlations
     Population pyramid: 22% children 0-17 (uniform), 60% adults 18-64
     (uniform), 18% seniors 65-99 with linearly declining density.  About
     0.01% of rows are deliberately out of the declared domain (ages 100-104).
-``sex`` VARCHAR 'F'/'M'
+``sex`` ENUM 'F'/'M'
     51.2% male below age 50; the male share falls by 0.35 points per year
     after 50 (about 34% male at 99).
-``region`` VARCHAR
+``region`` ENUM
     Northeast 17%, Midwest 21%, South 38%, West 24%.
-``race`` VARCHAR
+``race`` ENUM
     White / Black / Asian / Native / Other, about 62/13/6/2/17 overall; the
     mix depends on region (more Black in the South, more Asian, Native and
     Other in the West).
-``education`` VARCHAR, 8 ordered levels
+``education`` ENUM, 8 ordered levels
     Children follow school age (<6 None, 6-13 Primary, 14-17 Some HS).
     Adults draw from None 1%, Primary 3%, Some HS 7%, HS 28%, Some college
     27%, Bachelors 21%, Masters 10%, Doctorate 3%, capped by age (18-21 at
     most Some college, 22-23 Bachelors, 24-26 Masters), and older cohorts
     (55+) are shifted toward lower levels.
-``marital`` VARCHAR
+``marital`` ENUM
     Under 16 always 'Never married'.  P(never married) decays with age
     (about 0.77 at 20, 0.41 at 30, 0.14 at 50, 0.06 floor); P(divorced)
     rises to 13% by 43; P(widowed) grows quadratically after 45 and is
@@ -60,6 +60,7 @@ Columns, marginals and built-in correlations
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 import duckdb
@@ -289,8 +290,22 @@ def create_people_table(con: duckdb.DuckDBPyConnection, rows: int = 1_000_000,
         raise ValueError("seed must fit in a signed 64-bit integer")
     if not isinstance(table, str) or not table:
         raise ValueError("table must be a non-empty string")
-    con.execute(f"CREATE OR REPLACE TABLE {_quote_ident(table)} AS "
-                + _people_sql(rows, seed))
+    con.execute(f"CREATE OR REPLACE TABLE {_quote_ident(table)} ({_people_schema()})")
+    con.execute(f"INSERT INTO {_quote_ident(table)} " + _people_sql(rows, seed))
+
+
+def _people_schema() -> str:
+    """The table's columns as an owner would declare them: each categorical an ENUM of the catalog's
+    values and NOT NULL where the catalog does not declare NULLs, so a scan needs no per-row checks
+    of them (`dpsql.columns.StoredType`)."""
+    declared = tomllib.loads(PEOPLE_CATALOG_TOML)["tables"]["people"]["columns"]
+    types = {"integer": "INTEGER", "numeric": "DOUBLE"}
+    columns = ["person_id BIGINT NOT NULL"]
+    for name, column in declared.items():
+        kind = types.get(column["type"]) or "ENUM(" + ", ".join(
+            "'" + v.replace("'", "''") + "'" for v in column["values"]) + ")"
+        columns.append(f"{name} {kind}" + ("" if column.get("nullable") else " NOT NULL"))
+    return ", ".join(columns)
 
 
 def write_people_database(path: str | os.PathLike, rows: int = 1_000_000) -> None:

@@ -5,6 +5,7 @@ import tomllib
 import duckdb
 import pytest
 
+from dpsql.catalog import Catalog
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 ROWS = 20_000
@@ -66,13 +67,14 @@ def test_custom_table_name_and_replace():
 
 
 def test_schema_types(con):
-    types = {r[0]: r[1] for r in con.execute("DESCRIBE people").fetchall()}
+    described = con.execute("DESCRIBE people").fetchall()
+    types = {r[0]: r[1] for r in described}
     assert list(types) == COLUMNS
-    assert types == {
-        "person_id": "BIGINT", "age": "INTEGER", "sex": "VARCHAR", "race": "VARCHAR",
-        "education": "VARCHAR", "marital": "VARCHAR", "region": "VARCHAR",
-        "hours_per_week": "INTEGER", "income": "DOUBLE",
-    }
+    declared = Catalog.from_toml(PEOPLE_CATALOG_TOML).get("people").columns
+    enums = {c: "ENUM(" + ", ".join(f"'{v}'" for v in declared[c].values) + ")"
+             for c in ("sex", "race", "education", "marital", "region")}
+    assert types == {"person_id": "BIGINT", "age": "INTEGER", **enums, "hours_per_week": "INTEGER", "income": "DOUBLE"}
+    assert [r[0] for r in described if r[2] == "YES"] == ["hours_per_week"]  # the rest NOT NULL, as declared
 
 
 def test_person_id_unique(con):

@@ -20,13 +20,13 @@ to the data owner's log (logger ``dpsql.scan``): no message can depend on the da
 from __future__ import annotations
 
 import logging
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
 
 import numpy as np
 import sqlglot
 
 from dpsql.catalog import Table
-from dpsql.columns import CATEGORICAL, KEY, Column, quote_identifier, quote_string
+from dpsql.columns import CATEGORICAL, KEY, Column, StoredType, quote_identifier, quote_string
 from dpsql.edge_tables import BoundBroken, Graph, graph_marginals, graph_window_counts, window_changes
 from dpsql.errors import OperationalError, ProgrammingError
 from mechanisms.ldp.answering import payload_of
@@ -45,6 +45,7 @@ BOUND_BROKEN = (  # said the same whatever node broke it: the owner's promise is
 )
 log = logging.getLogger("dpsql.scan")
 Relation = Callable[[str], str]  # a table name -> the SQL naming it in the engine
+Stored = Mapping[str, StoredType] | None  # declared column -> its stored type (`Table.fits_sql`)
 
 
 class Backend(Protocol):
@@ -77,14 +78,14 @@ class Backend(Protocol):
         """How far a running scan has got, in percent (-1: unknown)."""
 
 
-def unit_rows_sql(table: Table, relation: Relation = quote_identifier) -> str:
+def unit_rows_sql(table: Table, relation: Relation = quote_identifier, stored: Stored = None) -> str:
     """The rows that fit the catalog, with their privacy unit as column `__dpsql_unit`.
 
     A linked table reaches its unit by joining along its foreign keys; a row whose key
     finds no row gets no unit, and one whose key finds several counts once per match.
     """
     unit = table.unit
-    rows = f"SELECT * FROM {relation(table.name)} WHERE {table.fits_sql()}"
+    rows = f"SELECT * FROM {relation(table.name)} WHERE {table.fits_sql(stored)}"
     if not unit.path:
         return f"SELECT *, {quote_identifier(unit.column)} AS {_UNIT} FROM ({rows}) AS t"
     joins, previous = [], "t"
@@ -98,7 +99,7 @@ def unit_rows_sql(table: Table, relation: Relation = quote_identifier) -> str:
 
 
 def bounded_source(table: Table, key: str | None, relation: Relation = quote_identifier,
-                   stream: tuple[str, str] | None = None) -> str:
+                   stream: tuple[str, str] | None = None, stored: Stored = None) -> str:
     """FROM-clause SQL of the rows a measurement counts.
 
     Without a privacy unit: the rows that fit the catalog. With one: of those, the rows
@@ -112,9 +113,10 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     `stream` = (prefix, active), for an append-only table: only rows meeting `prefix` (a time
     prefix: no later row can rank before them) are ranked, and only units with a row meeting
     `active` (the rows the scan counts) — the same ranks as over the whole table, for those rows.
+    `stored`: the engine's column types; checks they make true for every row are left out (`Table.fits_sql`).
     """
     if table.unit is None:
-        return f"{relation(table.name)} WHERE {table.fits_sql()}"
+        return f"{relation(table.name)} WHERE {table.fits_sql(stored)}"
     if not key:
         raise ProgrammingError(f"measuring {table.name!r} needs the ledger's bounding key (it has a privacy unit)")
     parts = [quote_string(key), f"CAST({_UNIT} AS VARCHAR)"]
@@ -123,7 +125,7 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     if table.append_only:  # a stream: the first k rows by time (a row arriving later never evicts one counted),
         # ties by their bins; the unit chooses its rows' times anyway, so no secret order is needed
         order = ", ".join([quote_identifier(table.time_column), *parts[2:]])
-    rows, within = unit_rows_sql(table, relation), ""
+    rows, within = unit_rows_sql(table, relation, stored), ""
     if stream is not None:
         if not table.append_only:
             raise ProgrammingError(f"table {table.name!r} is not append-only: it is bounded over all its rows")
@@ -137,19 +139,20 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
     return f"(SELECT * FROM ({ranked}) AS r WHERE {_RANK} <= {table.unit.bound}) AS bounded"
 
 
-def unit_pairs_source(table: Table, key: str | None, relation: Relation = quote_identifier) -> str:
+def unit_pairs_source(table: Table, key: str | None, relation: Relation = quote_identifier,
+                      stored: Stored = None) -> str:
     """FROM-clause SQL of a `Table.distinct_units` table: the distinct (unit, bins) pairs of its base
     table's bounded rows that meet its condition; each column holds its bin."""
     bins = "".join(f", {c.bin_sql()} AS {quote_identifier(c.name)}" for c in table.columns.values())
-    base = bounded_source(table.units_of, key, relation)
+    base = bounded_source(table.units_of, key, relation, stored=stored)
     return f"(SELECT DISTINCT {_UNIT}{bins} FROM {base} WHERE {table.units_where}) AS pairs"
 
 
-def dropped_rows_sql(table: Table, cap: int, relation: Relation = quote_identifier) -> str:
+def dropped_rows_sql(table: Table, cap: int, relation: Relation = quote_identifier, stored: Stored = None) -> str:
     """One row, column `n`: Σ over units of min(rows − k, cap) for units with more than k rows."""
     k = table.unit.bound
     per_unit = (
-        f"SELECT {_UNIT}, COUNT(*) AS unit_rows FROM ({unit_rows_sql(table, relation)}) AS u "
+        f"SELECT {_UNIT}, COUNT(*) AS unit_rows FROM ({unit_rows_sql(table, relation, stored)}) AS u "
         f"WHERE {_UNIT} IS NOT NULL GROUP BY {_UNIT}"
     )
     return (
@@ -171,7 +174,8 @@ def _grouped_raw(column: Column) -> bool:
 
 
 def marginal_sql(
-    table: Table, cliques: list[Clique], key: str | None = None, relation: Relation = quote_identifier
+    table: Table, cliques: list[Clique], key: str | None = None, relation: Relation = quote_identifier,
+    stored: Stored = None,
 ) -> tuple[str, list[str]]:
     """One scan of the protected table computing every clique's marginal (DuckDB SQL).
 
@@ -185,14 +189,16 @@ def marginal_sql(
     every engine has.
     """
     pairs = table.units_of is not None
-    source = unit_pairs_source(table, key, relation) if pairs else bounded_source(table, key, relation)
+    source = unit_pairs_source(table, key, relation, stored) if pairs else bounded_source(table, key, relation, stored=stored)
     used = [table.columns[c] for c in table.columns if any(c in q for q in cliques)]
     if not used:
         return f"SELECT 0 AS g, COUNT(*) AS n FROM {source}", []
     keys = [f"k{i}" for i in range(len(used))]
     names = [f"b{i}" for i in range(len(used))]
     raw = {c.name for c in used if pairs or _grouped_raw(c)}  # pairs hold bins already
-    scan = ", ".join(f"{quote_identifier(c.name) if c.name in raw else c.bin_sql()} AS {k}" for c, k in zip(used, keys))
+    integral = {name for name, t in (stored or {}).items() if t.integral}
+    scan = ", ".join(f"{quote_identifier(c.name) if c.name in raw else c.bin_sql(integral=c.name in integral)} AS {k}"
+                     for c, k in zip(used, keys))
     if len(cliques) == 1:  # a plain GROUP BY is cheaper than a single grouping set
         group, grouping = ", ".join(keys), "0"
     else:
@@ -208,9 +214,9 @@ def marginal_sql(
 
 
 def key_counts_sql(table: Table, column: str, clique: tuple[str, ...], key: str | None = None,
-                   relation: Relation = quote_identifier) -> str:
+                   relation: Relation = quote_identifier, stored: Stored = None) -> str:
     """Counts of the bounded rows per (key, bins of `clique`), as columns `k` (VARCHAR), `b0`… and `n`."""
-    source = bounded_source(table, key, relation)
+    source = bounded_source(table, key, relation, stored=stored)
     bins = [f"{table.columns[a].bin_sql()} AS b{i}" for i, a in enumerate(clique)]
     keys = ["k", *(f"b{i}" for i in range(len(clique)))]
     return (f"SELECT {', '.join(keys)}, COUNT(*) AS n FROM (SELECT CAST({quote_identifier(column)} AS VARCHAR) AS k"
@@ -218,13 +224,14 @@ def key_counts_sql(table: Table, column: str, clique: tuple[str, ...], key: str 
 
 
 def window_counts_sql(table: Table, group: tuple[str, ...], where_sql: str, window_sql: str, first: int, last: int,
-                      key: str | None = None, relation: Relation = quote_identifier) -> str:
+                      key: str | None = None, relation: Relation = quote_identifier, stored: Stored = None
+                      ) -> str:
     """Counts of the bounded rows meeting `where_sql` per (window `w`, bins `b0`…) for windows [first, last)."""
     bins = "".join(f", {table.columns[g].bin_sql()} AS b{i}" for i, g in enumerate(group))
     keys = ", ".join(["w", *(f"b{i}" for i in range(len(group)))])
     counted = f"{window_sql} >= {int(first)} AND {window_sql} < {int(last)}"
-    source = bounded_source(table, key, relation, (f"{window_sql} < {int(last)}", counted)) if table.append_only \
-        and table.unit is not None else bounded_source(table, key, relation)
+    stream = (f"{window_sql} < {int(last)}", counted) if table.append_only and table.unit is not None else None
+    source = bounded_source(table, key, relation, stream, stored)
     return (f"SELECT {keys}, COUNT(*) AS n FROM (SELECT {window_sql} AS w{bins} FROM {source}"
             f" WHERE {where_sql}) AS windowed WHERE w >= {int(first)} AND w < {int(last)} GROUP BY {keys}")
 
@@ -316,6 +323,11 @@ class SQLBackend:
         """The SQL naming table `name` in the engine."""
         return quote_identifier(name)
 
+    def stored_types(self, table: Table) -> dict[str, StoredType]:
+        """What the engine's schema says of the table's declared columns (`StoredType`), read at each
+        scan, from no row: checks their types make true are left out. Nothing where the engine does not say."""
+        return {}
+
     def marginals(self, table: Table, cliques: list[Clique], key: str | None = None) -> dict[Clique, np.ndarray]:
         cliques = list(dict.fromkeys(cliques))
         if not cliques:
@@ -326,7 +338,7 @@ class SQLBackend:
                               f"reading the edges of {table.graph.edges!r}")
             return graph_marginals(table, cliques, np.asarray(edges["s"], dtype=np.int64),
                                    np.asarray(edges["t"], dtype=np.int64))
-        sql, names = marginal_sql(table, cliques, key, self.relation)
+        sql, names = marginal_sql(table, cliques, key, self.relation, self.stored_types(table.units_of or table))
         result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
         return decode_marginals(table, cliques, names, result)
 
@@ -334,7 +346,8 @@ class SQLBackend:
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.check(table, key)
         names = [f"b{i}" for i in range(len(clique))]
-        result = self._run(key_counts_sql(table, column, clique, key, self.relation), ["k", *names, "n"],
+        result = self._run(key_counts_sql(table, column, clique, key, self.relation, self.stored_types(table)),
+                           ["k", *names, "n"],
                            f"counting the keys of {table.name}.{column}", key)
         shape = tuple(table.domain.size_of(a) for a in clique)
         cells = (np.ravel_multi_index(tuple(np.asarray(result[b], dtype=np.int64) for b in names), shape)
@@ -355,8 +368,9 @@ class SQLBackend:
                 raise OperationalError(BOUND_BROKEN) from None
             return graph_window_counts(table, group, where_sql, first, last, changes)
         names = [f"b{i}" for i in range(len(group))]
-        result = self._run(window_counts_sql(table, group, where_sql, window_sql, first, last, key, self.relation),
-                           ["w", *names, "n"], f"counting windows of {table.name!r}", key)
+        sql = window_counts_sql(table, group, where_sql, window_sql, first, last, key, self.relation,
+                                self.stored_types(table))
+        result = self._run(sql, ["w", *names, "n"], f"counting windows of {table.name!r}", key)
         shape = (last - first, *(table.columns[g].size for g in group))
         out = np.zeros(shape, dtype=np.int64)
         index = (np.asarray(result["w"], dtype=np.int64) - first,
@@ -380,7 +394,7 @@ class SQLBackend:
 
     def dropped_rows(self, table: Table, cap: int) -> int:
         self.check(table, "")
-        sql = dropped_rows_sql(table, cap, self.relation)
+        sql = dropped_rows_sql(table, cap, self.relation, self.stored_types(table))
         result = self._run(sql, ["n"], f"counting the rows bounding drops from {table.name!r}")
         return int(result["n"][0])
 

@@ -6,7 +6,12 @@ import duckdb
 import numpy as np
 
 from dpsql.backends.base import SQLBackend
-from dpsql.columns import quote_identifier
+from dpsql.catalog import Table
+from dpsql.columns import StoredType, quote_identifier
+
+
+_INTEGER_TYPES = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
+                  "uhugeint"}
 
 
 class DuckDBBackend(SQLBackend):
@@ -28,6 +33,23 @@ class DuckDBBackend(SQLBackend):
 
     def relation(self, name: str) -> str:
         return ".".join(quote_identifier(p) for p in (self.database, self.schema, name))
+
+    def stored_types(self, table: Table) -> dict[str, StoredType]:
+        try:
+            stored = self.con.sql(f"SELECT * FROM {self.relation(table.name)} LIMIT 0")
+            not_null = {name.lower() for name, nullable in self.con.execute(
+                "SELECT column_name, is_nullable FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? "
+                "AND table_name = ?", [self.database, self.schema, table.name]).fetchall() if not nullable}
+        except duckdb.Error:
+            return {}  # the scan itself reports what is wrong
+        types = {name.lower(): kind for name, kind in zip(stored.columns, stored.types)}
+        out = {}
+        for name in table.columns:
+            kind = types.get(name.lower())
+            if kind is not None:
+                values = tuple(str(v) for v in dict(kind.children)["values"]) if kind.id == "enum" else None
+                out[name] = StoredType(values, name.lower() in not_null, kind.id in _INTEGER_TYPES)
+        return out
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
         result = self.con.execute(sql).fetchnumpy()
