@@ -94,8 +94,7 @@ def main() -> None:
     path = Path(tempfile.mkdtemp(prefix="dpsql-fit-")) / "people.duckdb"
     con = duckdb.connect(str(path))
     create_people_table(con, rows=args.rows, table="people_typed")
-    strings = ", ".join(f"CAST({c} AS VARCHAR) AS {c}" for c in ("sex", "race", "education", "marital", "region"))
-    con.execute(f"CREATE TABLE people AS SELECT person_id, age, {strings}, hours_per_week, income FROM people_typed")
+    create_people_table(con, rows=args.rows, typed=False)
     con.execute("CHECKPOINT")
     if not args.same_connection:
         con.close()

@@ -1,10 +1,11 @@
 """Interactive latency: dpsql's answers against the exact DuckDB query, side by side in one run.
 
 On the demo `people` table (1M and 10M rows, generated deterministically into a DuckDB
-database file, checkpointed and opened again read-only, as an owner's database is: DuckDB
-compresses it at the checkpoint, and a connection that opens the file reads its strings as
-dictionary vectors, so the scan's checks of the catalog run once per distinct value; on the
-connection that wrote the table they come back flat and the 10M-row scan takes 2.4x as long),
+database file, checkpointed and opened again read-only, as an owner's database is), stored
+as `create_people_table` stores it: categoricals as ENUMs of the declared values and NOT NULL
+where the catalog has no NULLs, so the scan needs no per-row checks of the catalog (see
+`dpsql.columns.StoredType`); with `--strings`, as a CSV import stores it (VARCHAR, nullable:
+the checks run, once per distinct value of the dictionary-compressed strings),
 for a few single-clique queries:
 
 - exact: the same query in plain DuckDB SQL (the catalog's clamping and NULL rules
@@ -17,7 +18,7 @@ for a few single-clique queries:
 
 Goals (issue 17): re-ask <= 5 ms, first answer <= exact + 50 ms, EXPLAIN <= 30 ms.
 
-    python -m benchmarks.latency [--rows 1000000 10000000]
+    python -m benchmarks.latency [--rows 1000000 10000000] [--strings]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import duckdb
 import dpsql
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
-RESULTS = Path(__file__).parent / "results" / "latency.json"
+RESULTS = Path(__file__).parent / "results" / "latency{}.json"  # "-strings" with --strings
 # (DP query, the exact query with the catalog's semantics: hours_per_week clamped to 0..99, NULLs left out)
 QUERIES = [
     ("SELECT sex, COUNT(*) FROM people GROUP BY sex",
@@ -73,25 +74,28 @@ def measure(con: duckdb.DuckDBPyConnection, dp_sql: str, exact_sql: str) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--strings", action="store_true",
+                        help="store the categoricals as nullable VARCHAR (as a CSV import does), not typed")
     args = parser.parse_args()
     rows_out = []
     for rows in args.rows:
         path = Path(tempfile.mkdtemp(prefix="dpsql-latency-")) / "people.duckdb"
         con = duckdb.connect(str(path))
-        create_people_table(con, rows=rows)
+        create_people_table(con, rows=rows, typed=not args.strings)
         con.execute("CHECKPOINT")
         con.close()
         con = duckdb.connect(str(path), read_only=True)  # opened as an owner's database is
         _connect(con, 999).cursor().execute(QUERIES[0][0])  # warm imports and DuckDB once
         for dp_sql, exact_sql in QUERIES:
-            r = {"rows": rows, "query": dp_sql, **measure(con, dp_sql, exact_sql)}
+            r = {"rows": rows, "storage": "strings" if args.strings else "typed", "query": dp_sql,
+                 **measure(con, dp_sql, exact_sql)}
             rows_out.append(r)
             print(f"{rows:>10,} exact {r['exact_ms']:7.1f} ms | first {r['first_ms']:7.1f} ms "
                   f"(exact + {r['first_ms'] - r['exact_ms']:5.1f}) | re-ask {r['reask_ms']:5.1f} ms | "
                   f"EXPLAIN {r['explain_ms']:6.1f} ms | {dp_sql}", flush=True)
         con.close()
         path.unlink()
-    RESULTS.write_text(json.dumps(rows_out, indent=1) + "\n")
+    Path(str(RESULTS).format("-strings" if args.strings else "")).write_text(json.dumps(rows_out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -276,11 +276,12 @@ ORDER BY i
 
 
 def create_people_table(con: duckdb.DuckDBPyConnection, rows: int = 1_000_000,
-                        table: str = "people", seed: int = 2026) -> None:
+                        table: str = "people", seed: int = 2026, typed: bool = True) -> None:
     """Create (or replace) ``table`` with ``rows`` deterministic synthetic people.
 
     The same ``seed`` always yields the same table; see the module docstring
-    for columns and their distributions.
+    for columns and their distributions. ``typed=False`` stores the same values
+    as a CSV import would: categoricals as VARCHAR, every column nullable.
     """
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
         raise ValueError(f"rows must be a non-negative int, got {rows!r}")
@@ -290,21 +291,21 @@ def create_people_table(con: duckdb.DuckDBPyConnection, rows: int = 1_000_000,
         raise ValueError("seed must fit in a signed 64-bit integer")
     if not isinstance(table, str) or not table:
         raise ValueError("table must be a non-empty string")
-    con.execute(f"CREATE OR REPLACE TABLE {_quote_ident(table)} ({_people_schema()})")
+    con.execute(f"CREATE OR REPLACE TABLE {_quote_ident(table)} ({_people_schema(typed)})")
     con.execute(f"INSERT INTO {_quote_ident(table)} " + _people_sql(rows, seed))
 
 
-def _people_schema() -> str:
+def _people_schema(typed: bool) -> str:
     """The table's columns as an owner would declare them: each categorical an ENUM of the catalog's
     values and NOT NULL where the catalog does not declare NULLs, so a scan needs no per-row checks
-    of them (`dpsql.columns.StoredType`)."""
+    of them (`dpsql.columns.StoredType`); not `typed`: VARCHAR and nullable."""
     declared = tomllib.loads(PEOPLE_CATALOG_TOML)["tables"]["people"]["columns"]
     types = {"integer": "INTEGER", "numeric": "DOUBLE"}
-    columns = ["person_id BIGINT NOT NULL"]
+    columns = ["person_id BIGINT" + (" NOT NULL" if typed else "")]
     for name, column in declared.items():
-        kind = types.get(column["type"]) or "ENUM(" + ", ".join(
-            "'" + v.replace("'", "''") + "'" for v in column["values"]) + ")"
-        columns.append(f"{name} {kind}" + ("" if column.get("nullable") else " NOT NULL"))
+        kind = types.get(column["type"]) or ("ENUM(" + ", ".join(
+            "'" + v.replace("'", "''") + "'" for v in column["values"]) + ")" if typed else "VARCHAR")
+        columns.append(f"{name} {kind}" + ("" if column.get("nullable") or not typed else " NOT NULL"))
     return ", ".join(columns)
 
 
