@@ -273,6 +273,31 @@ class Column:
             expr = f"CASE WHEN {col} IS NULL THEN {self.null_bin} ELSE {expr} END"
         return f"CAST({expr} AS INTEGER)"
 
+    def within_sql(self, bins: np.ndarray) -> str | None:
+        """SQL condition true exactly for rows whose bin is marked in `bins` (a boolean per bin; None: all
+        are). Written on the raw column where that is exact (an integer's contiguous range of bins, a
+        categorical's values), so the engine can skip storage by its statistics; else on `bin_sql`."""
+        bins = np.asarray(bins, dtype=bool)
+        if bins.all():
+            return None
+        col = quote_identifier(self.name)
+        values = bins[: self.value_bins]
+        null = f"{col} IS NULL" if self.nullable and bins[-1] else None
+        marked = np.flatnonzero(values)
+        if not marked.size:
+            return null or "FALSE"
+        contiguous = marked[-1] - marked[0] + 1 == marked.size
+        if self.kind == INTEGER and contiguous:  # bin b holds the values v with FLOOR(v) = low + b (ends clamped)
+            low, high = int(marked[0]), int(marked[-1])
+            parts = ([f"{col} >= {self.low + low}"] if low > 0 else []) + \
+                ([f"{col} < {self.low + high + 1}"] if high < self.value_bins - 1 else [])
+            part = " AND ".join(parts) or f"{col} IS NOT NULL"
+        elif self.kind == CATEGORICAL and self.other is None:
+            part = f"{col} IN ({', '.join(quote_string(self.values[i]) for i in marked)})"
+        else:
+            part = f"{self.bin_sql()} IN ({', '.join(str(int(i)) for i in marked)})"
+        return f"({part} OR {null})" if null else part
+
     def rank_sql(self) -> str:
         """SQL of what bounding ranks a unit's rows by for this column: its bin, a key column's raw key
         (the same before and after its keys are released, so the rows kept never change)."""

@@ -8,7 +8,8 @@ the generative models of adaptive releases. A statement goes through these steps
    bounded by the planning budget, `planner.planning_limit`); blocks a model determines
    are free;
 2. **scan**: the backend computes the exact marginals of the planned cliques in one scan
-   per table (or an adaptive procedure, AIM or RAP, runs on them);
+   per table, reading only rows in the bins the measurements read (`measurement.support`),
+   or an adaptive procedure, AIM or RAP, runs on whole marginals;
 3. **release**: exact noise is added, into models apart from the connection's own;
 4. **answer**: every query's result is assembled from those models;
 5. **charge**: the ledger records the charges and the measurements (one atomic entry per
@@ -49,7 +50,7 @@ from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
 from mechanisms.ldp.answering import local_answers
 from mechanisms.ldp.hybrid_answers import HybridAnswers
-from mechanisms.measurement import GAUSSIAN, Measurement, measure
+from mechanisms.measurement import GAUSSIAN, Measurement, measure, support
 from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import AutoEstimator, GraphicalModel, GraphicalModelEstimator
@@ -322,7 +323,11 @@ class Executor:
             )
             return Release(table, plan.cost, statement, released.measurements, released.estimator,
                            run.procedure.name)
-        counts = self.backend.marginals(table, [m.clique for m in plan.measurements], self.bounding_key(table))
+        within: dict[tuple, list[np.ndarray]] = {}  # per clique, the bins its measurements read
+        for pm in plan.measurements:
+            box = support(pm.query(table.domain), tuple(table.domain.size_of(a) for a in pm.clique))
+            within[pm.clique] = [a | b for a, b in zip(within[pm.clique], box)] if pm.clique in within else box
+        counts = self.backend.marginals(table, list(within), self.bounding_key(table), within)
         measurements = [pm.release(counts[pm.clique], table.domain, self.budget.noise, self.rng)
                         for pm in plan.measurements]
         return Release(table, plan.cost, statement, measurements, None, plan.chosen)

@@ -21,7 +21,7 @@ from math import gcd, prod
 import numpy as np
 
 from mechanisms.arrays import to_numpy
-from mechanisms.matrices import DecimalDense, Diagonal, Identity, Matrix, Ones
+from mechanisms.matrices import DecimalDense, Dense, Diagonal, Identity, Matrix, Ones
 from mechanisms.noise import (
     RandomSource,
     discrete_gaussian_variance,
@@ -180,6 +180,29 @@ def _product_terms(query: Matrix) -> list[tuple[float, list[Matrix]]]:
     for t in query.terms if isinstance(query, Sum) else [query]:
         coef, base = (t.weight, t.base) if isinstance(t, Weighted) else (1.0, t)
         out.append((coef, list(base.factors) if isinstance(base, Kronecker) else [base]))
+    return out
+
+
+def support(query: Matrix | None, sizes: tuple[int, ...]) -> list[np.ndarray]:
+    """Per axis of a clique marginal of `sizes`, which of its bins a query reads (a bounding box of
+    the cells it reads: the query's answers depend on the counts inside it only). The marginal
+    itself (None) reads every bin. A query is a (sum of weighted) Kronecker product, a factor
+    per axis; a structured factor (not dense or diagonal) counts as reading every bin."""
+    if query is None:
+        return [np.ones(n, dtype=bool) for n in sizes]
+    out = [np.zeros(n, dtype=bool) for n in sizes]
+    for coef, factors in _product_terms(query):
+        if coef == 0 or len(factors) != len(sizes):
+            if coef != 0:  # not one factor per axis: assume every bin is read
+                return [np.ones(n, dtype=bool) for n in sizes]
+            continue
+        for axis, f in enumerate(factors):
+            if isinstance(f, Diagonal):
+                out[axis] |= np.asarray(to_numpy(f.values)) != 0
+            elif isinstance(f, Dense):
+                out[axis] |= np.any(np.asarray(to_numpy(f.array)) != 0, axis=0)
+            else:  # the identity, all-ones and structured (prefix, range) factors: every bin, say
+                out[axis][:] = True
     return out
 
 

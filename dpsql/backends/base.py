@@ -20,7 +20,7 @@ to the data owner's log (logger ``dpsql.scan``): no message can depend on the da
 from __future__ import annotations
 
 import logging
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import sqlglot
@@ -46,13 +46,17 @@ BOUND_BROKEN = (  # said the same whatever node broke it: the owner's promise is
 log = logging.getLogger("dpsql.scan")
 Relation = Callable[[str], str]  # a table name -> the SQL naming it in the engine
 Stored = Mapping[str, StoredType] | None  # declared column -> its stored type (`Table.fits_sql`)
+Within = Mapping[Clique, Sequence[np.ndarray]] | None  # clique -> the bins it needs, per attribute
 
 
 class Backend(Protocol):
-    def marginals(self, table: Table, cliques: list[Clique], key: str | None = None) -> dict[Clique, np.ndarray]:
+    def marginals(self, table: Table, cliques: list[Clique], key: str | None = None, within: Within = None
+                  ) -> dict[Clique, np.ndarray]:
         """Exact integer counts of each clique's marginal, flattened in clique order.
 
-        `key` is the ledger's secret bounding key, needed for a table with a privacy unit.
+        `key` is the ledger's secret bounding key, needed for a table with a privacy unit. With
+        `within` (clique -> per attribute, the bins its measurements read), cells outside a clique's
+        box may be counted as 0.
         """
 
     def dropped_rows(self, table: Table, cap: int) -> int:
@@ -175,7 +179,7 @@ def _grouped_raw(column: Column) -> bool:
 
 def marginal_sql(
     table: Table, cliques: list[Clique], key: str | None = None, relation: Relation = quote_identifier,
-    stored: Stored = None,
+    stored: Stored = None, within: Within = None,
 ) -> tuple[str, list[str]]:
     """One scan of the protected table computing every clique's marginal (DuckDB SQL).
 
@@ -186,7 +190,9 @@ def marginal_sql(
     columns, a grouping id `g` and a count `n` per row, several rows of one bin to
     be summed. The id has bit (k-1-i) set when the i-th of the k columns is not
     grouped, as GROUPING() does, spelled with one-argument GROUPING() calls, which
-    every engine has.
+    every engine has. `within` (clique -> per attribute, the bins needed: `measurement.support`)
+    lets the scan read only rows in the bins some clique needs (`Column.within_sql`); the
+    cells outside are then counted as 0, which the measurements never read.
     """
     pairs = table.units_of is not None
     source = unit_pairs_source(table, key, relation, stored) if pairs else bounded_source(table, key, relation, stored=stored)
@@ -205,12 +211,31 @@ def marginal_sql(
         index = {c.name: k for c, k in zip(used, keys)}
         group = "GROUPING SETS (" + ", ".join("(" + ", ".join(index[a] for a in q) + ")" for q in cliques) + ")"
         grouping = " + ".join(f"GROUPING({k}) * {1 << (len(keys) - 1 - i)}" for i, k in enumerate(keys))
+    needed = "" if pairs else _needed_rows(used, cliques, within)
+    if needed:  # a filter on the (bounded) rows: the engine pushes it down to the table's scan
+        source = f"(SELECT * FROM {source}) AS s WHERE {needed}"
     counted = (
         f"SELECT {', '.join(keys)}, {grouping} AS g, COUNT(*) AS n "
         f"FROM (SELECT {scan} FROM {source}) GROUP BY {group}"
     )
     binned = ", ".join(f"{c.bin_sql(k) if c.name in raw and not pairs else k} AS {b}" for c, k, b in zip(used, keys, names))
     return f"SELECT {binned}, g, n FROM ({counted})", names
+
+
+def _needed_rows(used: list[Column], cliques: list[Clique], within: Within) -> str:
+    """The condition selecting the rows some clique's needed bins hold ("": every row). A clique without
+    an attribute needs every value of it."""
+    if not within:
+        return ""
+    parts = []
+    for column in used:
+        bins = np.zeros(column.size, dtype=bool)
+        for q in cliques:
+            box = within.get(q)
+            bins |= box[q.index(column.name)] if box is not None and column.name in q else True
+        if (part := column.within_sql(bins)) is not None:
+            parts.append(part)
+    return " AND ".join(parts)
 
 
 def key_counts_sql(table: Table, column: str, clique: tuple[str, ...], key: str | None = None,
@@ -328,7 +353,8 @@ class SQLBackend:
         scan, from no row: checks their types make true are left out. Nothing where the engine does not say."""
         return {}
 
-    def marginals(self, table: Table, cliques: list[Clique], key: str | None = None) -> dict[Clique, np.ndarray]:
+    def marginals(self, table: Table, cliques: list[Clique], key: str | None = None, within: Within = None
+                  ) -> dict[Clique, np.ndarray]:
         cliques = list(dict.fromkeys(cliques))
         if not cliques:
             return {}
@@ -338,7 +364,8 @@ class SQLBackend:
                               f"reading the edges of {table.graph.edges!r}")
             return graph_marginals(table, cliques, np.asarray(edges["s"], dtype=np.int64),
                                    np.asarray(edges["t"], dtype=np.int64))
-        sql, names = marginal_sql(table, cliques, key, self.relation, self.stored_types(table.units_of or table))
+        sql, names = marginal_sql(table, cliques, key, self.relation, self.stored_types(table.units_of or table),
+                                  within)
         result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
         return decode_marginals(table, cliques, names, result)
 
