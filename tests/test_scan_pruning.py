@@ -1,4 +1,5 @@
-"""Scans leave out the per-row catalog checks that the engine's column types make true, and only those."""
+"""What a scan can leave out: the per-row catalog checks the engine's column types make true (and only
+those), and the rows outside the bins the measurements read."""
 
 import duckdb
 import numpy as np
