@@ -58,7 +58,7 @@ from mechanisms.pgm.junction_tree import Clique, JunctionTree
 from mechanisms.interruption import checkpoint
 
 _LINE_SEARCH_HALVINGS = 30
-_CALIBRATION_WORK = 50.0  # operations per clique-table cell of one iteration (calibration, loss, step)
+_CALIBRATION_WORK = 250.0  # operations per clique-table cell of one iteration (calibration, loss, step)
 
 
 @dataclass(frozen=True)
