@@ -1,5 +1,5 @@
-"""The `dpsql` command line: `dpsql demo`, `shell`, `explain`, `ledger`, `synth`, `continual`, `ldp-report`, `serve`
-and `passwd`."""
+"""The `dpsql` command line: `dpsql demo`, `shell`, `explain`, `catalog`, `ledger`, `synth`, `continual`,
+`ldp-report`, `serve` and `passwd`."""
 
 from __future__ import annotations
 
@@ -62,6 +62,53 @@ def _explain(args: argparse.Namespace) -> int:
         if args.chart:
             print(f"chart written to {conn.session.chart(args.sql, args.chart)}")
     return 0
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    """`dpsql catalog`: whether each protected table binds in the database as declared, and per column what
+    every scan checks row by row (what the stored types do not already guarantee); reads the schema only."""
+    import duckdb
+
+    from dpsql.backends import DuckDBBackend
+    from dpsql.catalog import Catalog
+    from dpsql.columns import quote_identifier
+    from dpsql.errors import OperationalError
+    from dpsql.formatting import render
+    from dpsql.result import Result
+
+    catalog = Catalog.load(Path(args.catalog))
+    con = duckdb.connect(args.database, read_only=True)
+    backend, rows, broken = DuckDBBackend(con), [], 0
+    for table in catalog.tables.values():
+        if table.graph is not None or table.is_local:
+            rows.append((table.name, "", "", "not scanned row by row (a graph's edges or local-DP reports)"))
+            continue
+        try:
+            backend.check(table, "-")
+        except OperationalError as e:
+            broken += 1
+            rows.append((table.name, "", "", f"DOES NOT BIND: {e}"))
+            continue
+        stored = backend.stored_types(table)
+        for name, column in table.columns.items():
+            kind = stored.get(name)
+            check = column.fits_sql(kind)
+            what = ("nothing (the stored type guarantees it)" if check is None and column.fits_sql() is not None
+                    else "nothing" if check is None else "NULLs" if check == f"{quote_identifier(name)} IS NOT NULL"
+                    else "declared values")
+            rows.append((table.name, name, _stored_type_text(kind), what))
+    print(render(Result(["table", "column", "stored as", "checked per row"], rows, kind="public"), "table"))
+    print("A column declared categorical and stored as an ENUM of its declared values, and a column not "
+          "declared nullable and stored NOT NULL, need no per-row check.")
+    return 1 if broken else 0
+
+
+def _stored_type_text(kind) -> str:
+    if kind is None:
+        return "?"
+    text = f"ENUM of {len(kind.enum_values)} values" if kind.enum_values is not None else \
+        "an integer type" if kind.integral else "another type"
+    return text + (", NOT NULL" if kind.not_null else "")
 
 
 def _ledger_path(path: str | None) -> str:
@@ -155,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     explain.add_argument("--pareto", action="store_true", help="the (ε, expected RMSE) front of the planner's choice "
                          "and each strategy family instead (with --chart: drawn, PNG or SVG)")
     explain.set_defaults(run=_explain)
+    catalog = sub.add_parser("catalog", help="check a catalog against a database's schema (reads no rows): "
+                             "whether each table binds, and what scans check row by row")
+    catalog.add_argument("database", help="DuckDB database file")
+    catalog.add_argument("--catalog", required=True, help="catalog TOML file")
+    catalog.set_defaults(run=_catalog)
     ledger = sub.add_parser("ledger", help="check or list a budget ledger (reads it, changes nothing)")
     ledger.add_argument("action", choices=["verify", "show"],
                         help="verify: recompute the hash chain and budget (exit status 1 if tampered); "

@@ -152,3 +152,23 @@ def test_answers_are_those_of_the_full_scan(sql):
     restricted, boxes = answers(True)
     assert answers(False)[0] == restricted
     assert any(not b.all() for within in boxes for box in within.values() for b in box)  # it did restrict
+
+
+def test_the_catalog_command_says_what_scans_check(tmp_path, capsys):
+    """`dpsql catalog` (the owner's tool) reports per column what every scan checks row by row, and a table
+    that does not bind as declared, reading the schema only."""
+    from dpsql.cli import main
+    from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+
+    database, catalog = tmp_path / "d.duckdb", tmp_path / "catalog.toml"
+    con = duckdb.connect(str(database))
+    create_people_table(con, rows=100, typed=False)
+    con.close()
+    catalog.write_text(PEOPLE_CATALOG_TOML)
+    assert main(["catalog", str(database), "--catalog", str(catalog)]) == 0
+    lines = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in capsys.readouterr().out.splitlines()
+             if line.startswith(" people")}
+    assert lines["sex"] == "declared values" and lines["age"] == "NULLs" and lines["hours_per_week"] == "nothing"
+    catalog.write_text(PEOPLE_CATALOG_TOML.replace('region ', 'regions '))
+    assert main(["catalog", str(database), "--catalog", str(catalog)]) == 1
+    assert "DOES NOT BIND" in capsys.readouterr().out
