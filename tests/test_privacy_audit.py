@@ -181,7 +181,7 @@ def _memoized_planning(monkeypatch):
     plan_workload = dpsql.executor.plan_workload
 
     def once(workload, *args, **kwargs):
-        settings = sorted((k, v) for k, v in kwargs.items() if k != "deadline")  # a fresh object per statement
+        settings = sorted((k, v) for k, v in kwargs.items() if k != "limit")  # a fresh object per statement
         key = repr(([b.fingerprint(workload.domain) for b in workload.blocks], args, settings))
         if key not in plans:
             plans[key] = plan_workload(workload, *args, **kwargs)
