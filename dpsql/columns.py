@@ -246,23 +246,24 @@ class Column:
         backend can bin a value it grouped by first. Values are clamped before FLOOR and
         numeric ones divided in DOUBLE, so no value (huge, infinite, NaN) can overflow or
         bin differently in an engine the SQL is transpiled to (Spark's FLOOR is BIGINT).
-        An integer column is clamped by CASE, through which DuckDB keeps the column's
-        statistics (grouping by the bin then uses a perfect hash: 1.7x faster than LEAST and
-        GREATEST at 10M rows), and is not floored when `integral` (its stored type is an
-        integer type: `StoredType.integral`). NaN compares above every number in DuckDB and
-        Spark, so it takes the last bin either way.
+        An integer column stored as an integer type (`integral`: `StoredType.integral`) is
+        clamped by CASE instead, through which DuckDB keeps the column's statistics (grouping by
+        the bin then uses a perfect hash: 1.7x faster than LEAST and GREATEST at 10M rows), and
+        is not floored; any other stored type (DOUBLE, DECIMAL, BOOLEAN) keeps LEAST and GREATEST,
+        which bind on them all.
         """
         col = source or quote_identifier(self.name)
         if self.kind == KEY:
             cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
             return f"CAST(CASE CAST({col} AS VARCHAR) {cases} ELSE {len(self.values)} END AS INTEGER)" if cases \
                 else "CAST(0 AS INTEGER)"
-        if self.kind == INTEGER:  # NULL compares neither below nor above: its branch comes last, in the same CASE
-            value = col if integral else f"FLOOR({col})"
+        if self.kind == INTEGER and integral:  # NULL compares neither below nor above: its branch comes last
             null = f"WHEN {col} IS NULL THEN {self.null_bin} " if self.nullable else ""
             return (f"CAST(CASE WHEN {col} < {self.low} THEN 0 WHEN {col} > {self.high} THEN {self.high - self.low} "
-                    f"{null}ELSE {value} - {self.low} END AS INTEGER)")
-        if self.kind == NUMERIC:
+                    f"{null}ELSE {col} - {self.low} END AS INTEGER)")
+        if self.kind == INTEGER:
+            expr = f"FLOOR(LEAST(GREATEST({col}, {self.low}), {self.high})) - {self.low}"
+        elif self.kind == NUMERIC:
             scaled = f"(CAST({col} AS DOUBLE) - {self.low}) / {self.width}"
             expr = f"FLOOR(LEAST(GREATEST({scaled}, 0), {self.bins - 1}))"
         else:
@@ -273,10 +274,11 @@ class Column:
             expr = f"CASE WHEN {col} IS NULL THEN {self.null_bin} ELSE {expr} END"
         return f"CAST({expr} AS INTEGER)"
 
-    def within_sql(self, bins: np.ndarray) -> str | None:
+    def within_sql(self, bins: np.ndarray, integral: bool = False) -> str | None:
         """SQL condition true exactly for rows whose bin is marked in `bins` (a boolean per bin; None: all
-        are). Written on the raw column where that is exact (an integer's contiguous range of bins, a
-        categorical's values), so the engine can skip storage by its statistics; else on `bin_sql`."""
+        are). Written on the raw column where that is exact (a contiguous range of bins of an integer
+        column stored as an integer type, `integral`; a categorical's values), so the engine can skip
+        storage by its statistics; else on `bin_sql`."""
         bins = np.asarray(bins, dtype=bool)
         if bins.all():
             return None
@@ -287,15 +289,15 @@ class Column:
         if not marked.size:
             return null or "FALSE"
         contiguous = marked[-1] - marked[0] + 1 == marked.size
-        if self.kind == INTEGER and contiguous:  # bin b holds the values v with FLOOR(v) = low + b (ends clamped)
+        if self.kind == INTEGER and integral and contiguous:  # bin b holds the value low + b (ends clamped)
             low, high = int(marked[0]), int(marked[-1])
             parts = ([f"{col} >= {self.low + low}"] if low > 0 else []) + \
-                ([f"{col} < {self.low + high + 1}"] if high < self.value_bins - 1 else [])
+                ([f"{col} <= {self.low + high}"] if high < self.value_bins - 1 else [])
             part = " AND ".join(parts) or f"{col} IS NOT NULL"
         elif self.kind == CATEGORICAL and self.other is None:
             part = f"{col} IN ({', '.join(quote_string(self.values[i]) for i in marked)})"
         else:
-            part = f"{self.bin_sql()} IN ({', '.join(str(int(i)) for i in marked)})"
+            part = f"{self.bin_sql(integral=integral)} IN ({', '.join(str(int(i)) for i in marked)})"
         return f"({part} OR {null})" if null else part
 
     def rank_sql(self) -> str:

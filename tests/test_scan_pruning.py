@@ -60,20 +60,31 @@ def test_the_marginals_are_those_of_the_checked_scan():
             assert np.array_equal(got[clique], expected[clique])
 
 
-@pytest.mark.parametrize("stored_type", ["INTEGER", "BIGINT", "DOUBLE"])
-def test_integer_bins_clamp_and_floor_as_before(stored_type):
-    """Binning by CASE (and without FLOOR for integer types) gives every value the bin LEAST/GREATEST gave."""
+@pytest.mark.parametrize("stored_type, values", [
+    ("INTEGER", [-5, 0, 3, 9, 10, 2**30, None]),
+    ("BIGINT", [-5, 0, 3, 9, 10, 2**40, None]),
+    ("DOUBLE", [-5, 0, 2.5, 9.999, 10, -0.5, float("nan"), float("inf"), float("-inf"), None]),
+    ("DECIMAL(8, 2)", [-5, 0, 2.5, 9.99, 10, None]),
+    ("BOOLEAN", [True, False, None]),
+])
+def test_integer_bins_are_those_of_least_and_greatest(stored_type, values):
+    """An integer column stored as an integer type is binned by CASE without FLOOR, any other type as
+    before; every value, and each bin range a restricted scan selects, gets the rows LEAST/GREATEST gave."""
     con = duckdb.connect()
     con.execute(f"CREATE TABLE v (x {stored_type})")
-    values = [-5, 0, 3, 9, 10, 2**30, None] + ([2**40] if stored_type != "INTEGER" else []) + ([2.5, 9.999, -0.5, float("nan"), float("inf"), float("-inf")]
-                                               if stored_type == "DOUBLE" else [])
     con.executemany("INSERT INTO v VALUES (?)", [(v,) for v in values])
     column = Catalog.from_toml('[tables.v.columns]\nx = { type = "integer", min = 0, max = 9, nullable = true }'
                                ).get("v").columns["x"]
+    integral = stored_type in ("INTEGER", "BIGINT")
     old = "CASE WHEN x IS NULL THEN 10 ELSE CAST(FLOOR(LEAST(GREATEST(x, 0), 9)) - 0 AS INTEGER) END"
-    new = column.bin_sql(integral=stored_type != "DOUBLE")
-    rows = con.execute(f"SELECT {new}, {old} FROM v").fetchall()
+    rows = con.execute(f"SELECT {column.bin_sql(integral=integral)}, {old} FROM v").fetchall()
     assert len(rows) == len(values) and all(a == b for a, b in rows)
+    for low, high, null in [(0, 3, False), (4, 9, True), (2, 2, False), (0, 9, False)]:
+        bins = (np.arange(11) >= low) & (np.arange(11) <= high)
+        bins[10] = null
+        where = column.within_sql(bins, integral)
+        chosen = con.execute(f"SELECT COUNT(*) FROM v WHERE {where}").fetchone()[0]
+        assert chosen == sum(bins[b] for (b, _) in rows), (low, high, null, where)
 
 
 def test_a_scan_within_the_measured_bins_counts_them_as_the_full_scan_does():

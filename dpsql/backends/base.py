@@ -211,7 +211,7 @@ def marginal_sql(
         index = {c.name: k for c, k in zip(used, keys)}
         group = "GROUPING SETS (" + ", ".join("(" + ", ".join(index[a] for a in q) + ")" for q in cliques) + ")"
         grouping = " + ".join(f"GROUPING({k}) * {1 << (len(keys) - 1 - i)}" for i, k in enumerate(keys))
-    needed = "" if pairs else _needed_rows(used, cliques, within)
+    needed = "" if pairs else _needed_rows(used, cliques, within, integral)
     if needed:  # a filter on the (bounded) rows: the engine pushes it down to the table's scan
         source = f"(SELECT * FROM {source}) AS s WHERE {needed}"
     counted = (
@@ -222,7 +222,7 @@ def marginal_sql(
     return f"SELECT {binned}, g, n FROM ({counted})", names
 
 
-def _needed_rows(used: list[Column], cliques: list[Clique], within: Within) -> str:
+def _needed_rows(used: list[Column], cliques: list[Clique], within: Within, integral: set[str]) -> str:
     """The condition selecting the rows some clique's needed bins hold ("": every row). A clique without
     an attribute needs every value of it."""
     if not within:
@@ -233,7 +233,7 @@ def _needed_rows(used: list[Column], cliques: list[Clique], within: Within) -> s
         for q in cliques:
             box = within.get(q)
             bins |= box[q.index(column.name)] if box is not None and column.name in q else True
-        if (part := column.within_sql(bins)) is not None:
+        if (part := column.within_sql(bins, column.name in integral)) is not None:
             parts.append(part)
     return " AND ".join(parts)
 
