@@ -183,3 +183,19 @@ def test_the_catalog_command_says_what_scans_check(tmp_path, capsys):
     catalog.write_text(PEOPLE_CATALOG_TOML.replace('region ', 'regions '))
     assert main(["catalog", str(database), "--catalog", str(catalog)]) == 1
     assert "DOES NOT BIND" in capsys.readouterr().out
+
+
+def test_a_restricted_scan_bounds_the_same_rows():
+    """With a privacy unit, the scan keeps each unit's rows by the secret ranking over all its rows and
+    only then restricts to the needed bins: the cells it counts are those of the full bounded scan."""
+    from tests.test_user_level import K, VISITS, make_visits
+
+    con = duckdb.connect()
+    make_visits(con)
+    table = Catalog.from_toml(VISITS).get("visits")
+    backend = DuckDBBackend(con)
+    full = backend.marginals(table, [("a", "s")], "secret")[("a", "s")].reshape(10, 2)
+    box = [np.arange(10) >= 6, np.array([True, False])]
+    got = backend.marginals(table, [("a", "s")], "secret", within={("a", "s"): box})[("a", "s")].reshape(10, 2)
+    assert np.array_equal(got[np.ix_(*box)], full[np.ix_(*box)]) and got.sum() == full[np.ix_(*box)].sum()
+    assert full.sum() <= 60 * K
