@@ -197,6 +197,8 @@ def support(query: Matrix | None, sizes: tuple[int, ...]) -> list[np.ndarray]:
                 return [np.ones(n, dtype=bool) for n in sizes]
             continue
         for axis, f in enumerate(factors):
+            if f.shape[1] != sizes[axis]:
+                raise ValueError(f"a factor of {f.shape[1]} columns on an axis of {sizes[axis]} bins")
             if isinstance(f, Diagonal):
                 out[axis] |= np.asarray(to_numpy(f.values)) != 0
             elif isinstance(f, Dense):

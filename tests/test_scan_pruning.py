@@ -199,3 +199,18 @@ def test_a_restricted_scan_bounds_the_same_rows():
     got = backend.marginals(table, [("a", "s")], "secret", within={("a", "s"): box})[("a", "s")].reshape(10, 2)
     assert np.array_equal(got[np.ix_(*box)], full[np.ix_(*box)]) and got.sum() == full[np.ix_(*box)].sum()
     assert full.sum() <= 60 * K
+
+
+def test_the_support_of_a_query_is_the_box_of_bins_its_factors_read():
+    from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Prefix, Sum, Weighted
+    from mechanisms.measurement import support
+
+    rows = Dense(np.array([[0, 1, 1, 0], [0, 0, 1, 0]]))
+    got = support(Kronecker([rows, Diagonal(np.array([1.0, 0.0, 2.0]))]), (4, 3))
+    assert [b.tolist() for b in got] == [[False, True, True, False], [True, False, True]]
+    summed = Sum([Weighted(Kronecker([rows, Identity(3)]), 2.0),
+                  Weighted(Kronecker([Dense(np.eye(4)[:2]), Prefix(3)]), 0.0)])  # a zero term reads nothing
+    assert [b.tolist() for b in support(summed, (4, 3))] == [[False, True, True, False], [True, True, True]]
+    assert all(b.all() for b in support(None, (4, 3)))
+    with pytest.raises(ValueError):
+        support(Kronecker([rows, Identity(3)]), (5, 3))
