@@ -13,6 +13,7 @@ tensor axis, which is how workloads over large domains stay cheap.
 from __future__ import annotations
 
 import importlib
+from fractions import Fraction
 from functools import cached_property, reduce
 from math import prod
 
@@ -133,6 +134,15 @@ class DecimalDense(Dense):
             raise ValueError("decimal entries need integers below 10^15")
         super().__init__(units / 10.0**exponent)
         self.units, self.exponent = units if units.ndim == 2 else units[None, :], int(exponent)
+
+    @cached_property
+    def lattice(self) -> tuple[Fraction, np.ndarray]:
+        """(γ, the entries in units of γ as Python integers): γ the largest rational dividing every entry,
+        computed once (a strategy is costed and released several times)."""
+        common = int(np.gcd.reduce(np.abs(self.units), axis=None)) if self.units.size else 0
+        if common == 0:
+            return Fraction(1), np.zeros(self.shape, dtype=object)
+        return Fraction(common, 10**self.exponent), (self.units // common).astype(object)
 
 
 class Identity(Matrix):

@@ -192,10 +192,10 @@ def support(query: Matrix | None, sizes: tuple[int, ...]) -> list[np.ndarray]:
         return [np.ones(n, dtype=bool) for n in sizes]
     out = [np.zeros(n, dtype=bool) for n in sizes]
     for coef, factors in _product_terms(query):
-        if coef == 0 or len(factors) != len(sizes):
-            if coef != 0:  # not one factor per axis: assume every bin is read
-                return [np.ones(n, dtype=bool) for n in sizes]
+        if coef == 0:
             continue
+        if len(factors) != len(sizes):  # not one factor per axis: assume every bin is read
+            return [np.ones(n, dtype=bool) for n in sizes]
         for axis, f in enumerate(factors):
             if f.shape[1] != sizes[axis]:
                 raise ValueError(f"a factor of {f.shape[1]} columns on an axis of {sizes[axis]} bins")
@@ -253,10 +253,7 @@ def _dense_lattice(f: Matrix) -> tuple[Fraction, np.ndarray]:
     """(lattice step, entries in integer units of it) of a general factor, cached by content; a
     `DecimalDense` factor's from its integers (the same values, without reading each entry)."""
     if isinstance(f, DecimalDense):
-        common = int(np.gcd.reduce(np.abs(f.units), axis=None)) if f.units.size else 0
-        if common == 0:
-            return Fraction(1), np.zeros(f.shape, dtype=object)
-        return Fraction(common, 10**f.exponent), (f.units // common).astype(object)
+        return f.lattice
     dense = np.ascontiguousarray(to_numpy(f.dense()), dtype=float)
     key = hashlib.sha1(dense.tobytes()).hexdigest() + repr(dense.shape)
     if key not in _DENSE_LATTICE:
