@@ -195,7 +195,8 @@ def marginal_sql(
     cells outside are then counted as 0, which the measurements never read.
     """
     pairs = table.units_of is not None
-    source = unit_pairs_source(table, key, relation, stored) if pairs else bounded_source(table, key, relation, stored=stored)
+    source = (unit_pairs_source(table, key, relation, stored) if pairs
+              else bounded_source(table, key, relation, stored=stored))
     used = [table.columns[c] for c in table.columns if any(c in q for q in cliques)]
     if not used:
         return f"SELECT 0 AS g, COUNT(*) AS n FROM {source}", []
