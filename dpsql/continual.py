@@ -30,7 +30,7 @@ import numpy as np
 from dpsql.catalog import Catalog, Table
 from dpsql.columns import quote_identifier
 from dpsql.errors import NotSupportedError, ProgrammingError
-from dpsql.executor import Executor
+from dpsql.executor import Executor, Pending, Release
 from dpsql.ledger import CONTINUAL, EMIT, Entry, Record
 from dpsql.result import Result
 from dpsql.sql.compiler import CellCounts, compile_cell_counts, parse_statement
@@ -148,11 +148,16 @@ class ContinualQueries:
             raise ProgrammingError(f"window {t} of {name!r} closes at {end} (UTC): EMIT it after that")
         first = release.scan_from()
         key = self.executor.bounding_key(query.table)
-        counts = self.executor.backend.window_counts(query.table, query.counts.group, query.counts.where_sql,
-                                                     schedule.window_sql(), first, t, key)
-        report = release.emit(counts)
-        self._charge(Entry(0.0, f"EMIT {name}", query.table.name, query.table.signature(), [], f"emit {t} of {name}",
-                           Record(EMIT, f"{name}#{t}", {"t": t, "values": release.released(t).tolist()})))
+
+        def draw() -> Release:
+            counts = self.executor.backend.window_counts(query.table, query.counts.group, query.counts.where_sql,
+                                                         schedule.window_sql(), first, t, key)
+            release.draw(counts)
+            return Release(query.table, 0.0, f"EMIT {name}", [], None, f"emit {t} of {name}",
+                           Record(EMIT, f"{name}#{t}", {"t": t, "values": release.released(t).tolist()}))
+
+        self.executor.charged([Pending(query.table, 0.0, f"EMIT {name}", f"emit {t} of {name}", draw)])
+        report = self.executor.answered(release.shown)
         result = self._result(query, [(t - 1, report.window[0], report.running[0], report.window_variance[0],
                                        report.running_variance[0])])
         result.charge_text = "no charge (the continual query's horizon was charged when it was created); " \

@@ -55,3 +55,12 @@ class ProfileError(ProgrammingError):
 
 class BudgetExceededError(OperationalError):
     """The charge a statement needs exceeds the remaining privacy budget."""
+
+
+class OuterExpressionError(ProgrammingError):
+    """A DP query's outer expressions (HAVING, ORDER BY, LIMIT, arithmetic over aggregates) failed; `kind` is
+    DuckDB's error class. Its message quotes DuckDB's: shown only when they fail on zeros, before any charge."""
+
+    def __init__(self, message: str, kind: str = ""):
+        super().__init__(message)
+        self.kind = kind

@@ -1,4 +1,4 @@
-"""The executor: plan → scan → release → answer → charge → keep, for compiled DP queries.
+"""The executor: plan → release (charged) → answer → keep, for compiled DP queries.
 
 It owns what one connection knows about its protected tables: the least-squares model
 of each table's measurements (loaded from the ledger, so earlier answers stay free) and
@@ -6,36 +6,47 @@ the generative models of adaptive releases. A statement goes through these steps
 
 1. **plan** (`plan`): the blocks no model determines yet are planned per table (data-free,
    bounded by the planning budget, `planner.planning_limit`); blocks a model determines
-   are free;
-2. **scan**: the backend computes the exact marginals of the planned cliques in one scan
-   per table, reading only rows in the bins the measurements read (`measurement.support`),
-   or an adaptive procedure, AIM or RAP, runs on whole marginals;
-3. **release**: exact noise is added, into models apart from the connection's own;
-4. **answer**: every query's result is assembled from those models;
-5. **charge**: the ledger records the charges and the measurements (one atomic entry per
-   table) — whatever failed before this point spent nothing;
-6. **keep**: the models with the new measurements become the connection's.
+   are free; the plan's cost is checked against what remains;
+2. **release, charged** (`charged`): the backend computes the exact marginals of the planned
+   cliques in one scan per table, reading only rows in the bins the measurements read
+   (`measurement.support`), exact noise is added (or an adaptive procedure, AIM or RAP, runs
+   on whole marginals), and the ledger records the charges and the noisy measurements (one
+   atomic entry per statement);
+3. **answer** (`answered`): every query's result is read off the models that now hold the
+   new measurements, and its outer expressions are evaluated;
+4. **keep**: those models are the connection's, so asking again is free.
 
-A charge is therefore only recorded for answers already in hand. `record` is the same
-charge-and-keep step for releases made elsewhere (`dpsql.synth`).
+**Noise is born charged.** `charged` is the one place a statement's noise is drawn: nothing
+computed from noise (an estimate, an outer expression, a blend, a key set's compilation, an error
+message) happens between the first draw and the ledger's commit, except what the release itself
+needs to be recorded. From the first draw the statement is paid for: if drawing fails part-way
+(an adaptive procedure's step, a scan between its rounds), the planned cost is charged, nothing is
+kept, and a dpsql error with no value in it is raised — so no retry can draw fresh noise for free.
+Whatever fails before the first draw (planning, the scan) spends nothing. After the charge, a failure
+to form an answer (`answered`) is a dpsql error that quotes no value, and asking again is free and
+fails or answers the same way. Every noise-drawing release (queries, workloads, key releases,
+dropped-row counts, continual EMITs, syntheses) goes through `charged`; `tests/test_charge_order.py`
+fails each step after the first draw in turn, on every statement kind.
 
 `release_keys` is the step before a query grouped by a key column nobody declared: DP
 partition selection (`mechanisms.partition_selection`) scans the keys' bounded counts,
 keeps those whose noisy count clears the threshold τ, and charges ρ and δ_τ together with
 the key set and the released counts (a measurement of the query over the new domain,
-so asking it again is free).
+so asking it again is free). A release where no key clears τ is charged too and answers
+with no rows; it does not fix the column's domain, so a later release may still find keys.
 
 A table of local-DP reports (`Table.is_local`) spends nothing here: its queries are answered
 from the protocol's unbiased estimate of its reports (`mechanisms.ldp.answering`), apart from the
 plan. A hybrid table (a local table with an `opt_in` central table) is planned, measured and
-charged as a query over its opt-in table, whose answers are then blended with the reports'
-(`mechanisms.ldp.hybrid_answers`): nothing derived from the opted-in rows is released uncharged.
+charged as a query over its opt-in table, whose answers are then blended, after the charge, with
+the reports' (`mechanisms.ldp.hybrid_answers`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -45,7 +56,7 @@ from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog, Table
 from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.ledger import KEYS, MODEL, Entry, Ledger, Record, model_record
-from dpsql.result import Result, aggregate_answers, answered_by, assemble
+from dpsql.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
 from mechanisms.ldp.answering import local_answers
@@ -85,25 +96,9 @@ class Hooks:
 
 
 @dataclass(frozen=True)
-class KeyRelease:
-    """Keys released by partition selection (sorted) and their noisy counts, not yet charged."""
-
-    selection: KeySelection
-    calibrated: PartitionSelection
-    cost: float
-    keys: tuple[str, ...]
-    counts: np.ndarray
-
-    @property
-    def variance(self) -> float:
-        """The exact variance of each released count's noise (a released count is biased upward: it
-        cleared τ)."""
-        return self.calibrated.noise.variance
-
-
-@dataclass(frozen=True)
 class Release:
-    """One table's new measurements (and generative model), released but not yet charged."""
+    """One table's new measurements (and generative model, or a record such as a key set), drawn and
+    not yet charged: only `Executor.charged` holds one between the draw and the charge."""
 
     table: Table
     cost: float
@@ -111,6 +106,21 @@ class Release:
     measurements: list[Measurement]
     estimator: Estimator | None
     detail: str
+    record: Record | None = None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A release planned and priced whose noise is not drawn yet: `draw` scans and draws it."""
+
+    table: Table
+    cost: float
+    statement: str
+    detail: str
+    draw: Callable[[], Release]
+
+
+T = TypeVar("T")
 
 
 class Executor:
@@ -264,9 +274,9 @@ class Executor:
                              contribution=table.contribution, limit=limit)
         return sum(b.weight * b.num_rows(table.domain) * plan.expected_rmse[b.name] ** 2 for b in blocks)
 
-    # --- 2-6. scan, release, answer, charge, keep ------------------------------------------
+    # --- 2-4. release (charged), answer, keep ---------------------------------------------
     def execute(self, queries: list[CompiledQuery], statement: str, sizing: Sizing) -> list[Result]:
-        """Plan, measure, answer, and only then charge: one result per query (see the module docstring)."""
+        """Plan, release and charge, then answer: one result per query (see the module docstring)."""
         if any(_reports_only(q) for q in queries):
             central = iter(self.execute([q for q in queries if not _reports_only(q)], statement, sizing)
                            if not all(_reports_only(q) for q in queries) else [])
@@ -279,24 +289,56 @@ class Executor:
         total = sum(plan.cost for _, plan in plans.values())
         if total > 0:
             self.check_affordable(total, sizing.max_rmse)
-        releases = [self._release(table, plan, statement) for table, plan in plans.values() if plan.cost > 0]
-        models = {r.table.name.lower(): self._with(r.table, r.measurements, r.estimator) for r in releases}
+        self.charged([Pending(table, plan.cost, statement, plan.chosen, partial(self._release, table, plan, statement))
+                      for table, plan in plans.values() if plan.cost > 0])
         text = "\n".join(plan.explain() for _, plan in plans.values())
-        results = []
-        for q, original in zip(queries, originals):
-            model = self.estimating(q.table, models.get(q.table.name.lower()) or self.answering(q.table))
-            if original is not q:  # a hybrid table: the opt-in group's answers blended with the reports'
-                model = HybridAnswers(q.table.domain, model, self.local_answers(original.table), q.table.public_rows)
-            q = original
-            result = assemble(q, aggregate_answers(q, model))
-            result.plan = text
-            result.answered_by = answered_by(q, model)
-            results.append(result)
-        self.record(releases, models)
+        results = self.answered(lambda: [self._answer(q, original, text) for q, original in zip(queries, originals)])
         for i, result in enumerate(results):
             result.charged = total if i == 0 else 0.0
             result.charge_text = self.charge_text(result.charged)
         return results
+
+    def _answer(self, query: CompiledQuery, original: CompiledQuery, plan_text: str) -> Result:
+        """One query's result from the connection's models (which hold every charged measurement)."""
+        model = self.estimating(query.table, self.answering(query.table))
+        if original is not query:  # a hybrid table: the opt-in group's answers blended with the reports'
+            model = HybridAnswers(query.table.domain, model, self.local_answers(original.table), query.table.public_rows)
+        result = assemble(original, aggregate_answers(original, model))
+        result.plan = plan_text
+        result.answered_by = answered_by(original, model)
+        return result
+
+    def charged(self, pending: list[Pending]) -> list[Release]:
+        """Draw the noise of priced releases and charge them: the one place noise is drawn, so every noisy
+        value leaves it paid for (module docstring). A failure after the first draw charges `pending`'s costs,
+        keeps nothing and raises an OperationalError quoting no value; one before it spends nothing."""
+        before = self.rng.requests
+        try:
+            releases = [p.draw() for p in pending]
+        except BaseException:
+            if self.rng.requests == before:
+                raise  # no noise drawn yet (planning or a scan failed): nothing was learned, nothing spent
+            cost = sum(p.cost for p in pending)
+            if cost > 0:
+                self.ledger.charge_all([Entry(p.cost, p.statement, p.table.name, p.table.signature(), [],
+                                              f"{p.detail}: failed after its noise was drawn; nothing released")
+                                        for p in pending])
+            charged = f"so it was charged ({self.amount(cost)}) and " if cost > 0 else ""
+            raise OperationalError(f"the release failed after its noise was drawn, {charged}nothing was released") \
+                from None
+        self.record(releases)
+        return releases
+
+    @staticmethod
+    def answered(answer: Callable[[], T]) -> T:
+        """`answer()`, run after the charge: a failure there is an OperationalError that quotes no value (only
+        what kind of step failed); asking again is free and answers, or fails, the same way."""
+        try:
+            return answer()
+        except Exception as e:
+            raise OperationalError(
+                f"the answer could not be formed from its charged measurements: {describe_failure(e)}; the charge "
+                "stands and asking again is free (change the query's outer expressions if they caused it)") from None
 
     def estimating(self, table: Table, model: AnsweringModel):
         """What answers the table's queries under `estimator`: least squares (and the generative models), or a
@@ -344,16 +386,25 @@ class Executor:
 
         `models` are the answering models already built with the releases (else built here, before the
         charge: built after it, the ledger read would hold the new measurements already, and adding them
-        again would count them twice)."""
+        again would count them twice; building one computes nothing from the noise). A release that
+        changes the table's domain (a key set) is read again from the ledger instead."""
         if not releases:
             return
+        kept = [r for r in releases if (r.measurements or r.estimator is not None)
+                and (r.record is None or r.record.kind != KEYS)]
         models = {r.table.name.lower(): (models or {}).get(r.table.name.lower())
-                  or self._with(r.table, r.measurements, r.estimator) for r in releases}
+                  or self._with(r.table, r.measurements, r.estimator) for r in kept}
         if self.hooks.before_charge is not None:
             self.hooks.before_charge()  # the last point a statement can be cancelled: nothing charged yet
         self.ledger.charge_all([self._entry(r) for r in releases])
         for r in releases:
             key = r.table.name.lower()
+            if r.record is not None and r.record.kind == KEYS:
+                self.models.pop(key, None)  # read again over the table with its keys
+                self.generative.pop(key, None)
+                continue
+            if key not in models:
+                continue
             model = models[key]
             self.models[key], self.generative[key] = model.exact, model.generative
             if self._versions.get(key) == self.ledger.opened_version:
@@ -365,7 +416,7 @@ class Executor:
         """A release's ledger entry; a generative model no later session could refit from the measurements
         (RAP's relaxed data) is kept with it, so it answers free in any session."""
         r = release
-        record, model = model_record(r.estimator.spec()) if isinstance(r.estimator, RelaxedData) else (None, None)
+        record, model = model_record(r.estimator.spec()) if isinstance(r.estimator, RelaxedData) else (r.record, None)
         return Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements, r.detail, record, model)
 
     def check_affordable(self, cost: float, max_rmse: float | None = None) -> None:
@@ -404,9 +455,10 @@ class Executor:
         table = query.table
         model = self.local_answers(table)
         try:
-            result = assemble(query, aggregate_answers(query, model))
+            answers = aggregate_answers(query, model)
         except ValueError as e:  # a query the protocol does not estimate (a marginal above its order)
             raise NotSupportedError(f"{e}; nothing was charged") from None
+        result = self.answered(lambda: assemble(query, answers))
         result.plan = local_plan(table, model.n)
         result.answered_by = [model.kind]
         result.charge_text = (f"no charge: each of the {model.n:,} reports was randomized on its device "
@@ -425,35 +477,35 @@ class Executor:
         k = selection.table.contribution
         return gaussian_selection(share, delta, max_keys=k, max_per_key=k, max_rows=k)
 
-    def release_keys(self, selection: KeySelection, share: float, delta: float) -> KeyRelease:
-        """Scan the bounded key counts and keep the keys whose noisy count clears τ; nothing is charged yet."""
+    def release_keys(self, selection: KeySelection, share: float, delta: float, statement: str,
+                     over_keys: Callable[[tuple[str, ...]], CompiledQuery]) -> tuple[str, ...]:
+        """Release the keys of an unreleased key column by partition selection and charge them (ρ = `share`,
+        δ_τ = `delta`) with their noisy counts, as a measurement of the query's COUNT block compiled over them
+        (`over_keys`); returns the keys (sorted: a public order). No key clearing τ is a charged release of none."""
         calibrated = self.selection(selection, share, delta)
         self.ledger.check_delta(share, delta)
-        table = selection.table
-        keys, cells, counts = self.backend.key_counts(table, selection.column, selection.clique,
-                                                      self.bounding_key(table))
-        kept = selection.passes(cells) & (counts > 0)
-        distinct, which = np.unique(keys[kept].astype(str), return_inverse=True)  # sorted: a public order
-        per_key = np.bincount(which, weights=counts[kept], minlength=len(distinct)).astype(np.int64)
-        chosen, noisy = select_partitions(per_key, calibrated.threshold, calibrated.noise, self.rng)
-        return KeyRelease(selection, calibrated, share, tuple(str(k) for k in distinct[chosen]), noisy)
+        table, column = selection.table, selection.column
+        detail = f"partition selection of {column} (τ = {calibrated.threshold})"
 
-    def charge_keys(self, released: KeyRelease, query: CompiledQuery, statement: str) -> None:
-        """Charge a key release with its key set and, as a measurement, its counts: the rows of `query`'s
-        COUNT block (compiled over the released keys), so the query is answered free from then on."""
-        table, count = query.table, query.aggregates[0].blocks[0]
-        clique = count.attributes(table.domain)
-        measured = Measurement(clique, GAUSSIAN, released.cost, released.variance,
-                               np.asarray(released.counts, dtype=float), None, count.matrix(table.domain, clique))
-        if self.hooks.before_charge is not None:
-            self.hooks.before_charge()
-        column = released.selection.column
-        self.ledger.charge_all([Entry(released.cost, statement, table.name, table.signature(), [measured],
-                                      f"partition selection of {column} (τ = {released.calibrated.threshold})",
-                                      Record(KEYS, column, list(released.keys), released.calibrated.delta))])
-        key = table.name.lower()
-        self.models.pop(key, None)  # read again over the table with its keys
-        self.generative.pop(key, None)
+        def draw() -> Release:
+            keys, cells, counts = self.backend.key_counts(table, column, selection.clique, self.bounding_key(table))
+            kept = selection.passes(cells) & (counts > 0)
+            distinct, which = np.unique(keys[kept].astype(str), return_inverse=True)
+            per_key = np.bincount(which, weights=counts[kept], minlength=len(distinct)).astype(np.int64)
+            chosen, noisy = select_partitions(per_key, calibrated.threshold, calibrated.noise, self.rng)
+            released = tuple(str(k) for k in distinct[chosen])
+            measured = []
+            if released:
+                query = over_keys(released)
+                count = query.aggregates[0].blocks[0]
+                clique = count.attributes(query.table.domain)
+                measured = [Measurement(clique, GAUSSIAN, share, calibrated.noise.variance,
+                                        np.asarray(noisy, dtype=float), None, count.matrix(query.table.domain, clique))]
+            return Release(table, share, statement, measured, None, detail,
+                           Record(KEYS, column, list(released), calibrated.delta))
+
+        [release] = self.charged([Pending(table, share, statement, detail, draw)])
+        return tuple(release.record.payload)
 
     # --- a release outside the planner --------------------------------------------------
     def dropped_rows(self, table: str, share: float, cap: int | None = None) -> Result:
@@ -475,9 +527,16 @@ class Executor:
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise ProgrammingError(f"cap must be a positive integer, got {cap!r}")
         self.ledger.check(share)
-        exact = self.backend.dropped_rows(spec, cap)
-        values, cal = measure(np.asarray([exact]), None, self.budget.noise, share, self.rng, cap)
-        self.record([Release(spec, share, f"DROPPED ROWS {spec.name} (cap {cap})", [], None, "dropped rows")])
+        statement = f"DROPPED ROWS {spec.name} (cap {cap})"
+        drawn: list[tuple[np.ndarray, Any]] = []  # the noisy count, kept out of sight until it is charged
+
+        def draw() -> Release:
+            drawn.append(measure(np.asarray([self.backend.dropped_rows(spec, cap)]), None, self.budget.noise, share,
+                                 self.rng, cap))
+            return Release(spec, share, statement, [], None, "dropped rows")
+
+        self.charged([Pending(spec, share, statement, "dropped rows", draw)])
+        values, cal = drawn[0]
         result = Result(["dropped_rows"], [(float(values[0]),)], [(float(np.sqrt(cal.variance)),)], charged=share)
         result.charge_text = self.charge_text(share)
         return result
@@ -497,4 +556,4 @@ def local_plan(table: Table, reports: int | None = None) -> str:
             "of each answer, covariances between cells included (evaluated at the estimate)")
 
 
-__all__ = ["Executor", "Hooks", "KeyRelease", "local_plan", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]
+__all__ = ["Executor", "Hooks", "local_plan", "Pending", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]

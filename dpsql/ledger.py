@@ -320,8 +320,9 @@ class Ledger:
         return float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_records").fetchone()[0])
 
     def key_sets(self) -> dict[tuple[str, str], tuple[str, ...]]:
-        """Every released key set: {(table, column): keys}."""
-        return {(table, name): tuple(payload) for table, name, payload in self.records(KEYS)}
+        """Every released key set: {(table, column): keys}. A release that found no key leaves the column
+        unreleased (a later release may find keys)."""
+        return {(table, name): tuple(payload) for table, name, payload in self.records(KEYS) if payload}
 
     def records(self, kind: str, table: str | None = None, prefix: str = "") -> list[tuple[str, str, Any]]:
         """(table, name, payload) of the records of one kind (of one table, names starting with `prefix`),
@@ -389,11 +390,12 @@ class Ledger:
 
     def _status_after(self, con, entries: list["Entry"]) -> tuple[float, float, float]:
         """The status as if the entries' records were kept (their δ lowers the capacity); a record that
-        exists already (another connection released it meanwhile) is refused."""
+        exists already (another connection released it meanwhile) is refused, except a key release that
+        found no key (it fixed nothing: the column may be released again)."""
         for e in entries:
             if e.record is not None and e.table is not None and self._has(con, "dpsql_records") and con.execute(
-                    "SELECT 1 FROM dpsql_records WHERE kind = ? AND lower(table_name) = lower(?) AND name = ?",
-                    [e.record.kind, e.table, e.record.name]).fetchone():
+                    "SELECT 1 FROM dpsql_records WHERE kind = ? AND lower(table_name) = lower(?) AND name = ? "
+                    "AND NOT (kind = ? AND payload = '[]')", [e.record.kind, e.table, e.record.name, KEYS]).fetchone():
                 raise OperationalError(f"{e.table}'s {e.record.kind} {e.record.name!r} was released meanwhile (by "
                                        "another connection); nothing was charged: ask again to use it")
         delta = sum(e.record.delta for e in entries if e.record is not None)

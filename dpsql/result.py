@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from dpsql.columns import NUMERIC
 from dpsql.sql.compiler import RESULT_RELATION, ROW_ORDER, Aggregate, CompiledQuery
-from dpsql.errors import ProgrammingError
+from dpsql.errors import OuterExpressionError, ProgrammingError
 from dpsql.sql.public import SANDBOX_CONFIG
 from mechanisms.quantiles import quantile_bins
 from mechanisms.reconstruction.answering import AnsweringModel
@@ -176,7 +176,8 @@ def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]])
         raw = cursor.fetchall()
         types = [str(d[1]) for d in cursor.description][: len(query.output_names)]
     except duckdb.Error as e:
-        raise ProgrammingError(f"could not evaluate the query's outer expressions: {_first_line(e)}") from None
+        raise OuterExpressionError(f"could not evaluate the query's outer expressions: {_first_line(e)}",
+                                   type(e).__name__) from None
     finally:
         con.close()
     width = len(query.output_names)
@@ -203,6 +204,23 @@ def _with_nulls(values: np.ndarray):
     if not np.isnan(values).any():
         return values
     return np.asarray([None if np.isnan(v) else float(v) for v in values], dtype=object)
+
+
+# What a failure of the outer expressions on charged values is called, by DuckDB's error class: never its text.
+_OUTER_FAILURES = {
+    "ConversionException": "a value did not fit the type it was converted to (a CAST or a typed function)",
+    "OutOfRangeException": "a value was out of its type's range",
+    "InvalidInputException": "a function of the outer expressions got an input it does not accept",
+    "BinderException": "the outer expressions do not apply to the result's columns",
+}
+
+
+def describe_failure(error: Exception) -> str:
+    """What kind of step failed after a charge, in words that quote no value (for `Executor.answered`)."""
+    if isinstance(error, OuterExpressionError):
+        what = _OUTER_FAILURES.get(error.kind, f"DuckDB raised {error.kind}")
+        return f"evaluating the query's outer expressions on the noisy answers failed: {what}"
+    return f"an internal step failed ({type(error).__name__})"
 
 
 def _first_line(e: Exception) -> str:

@@ -397,23 +397,32 @@ class Session:
 
     def _release_keys(self, compiled: CompiledQuery, sql: str, params, weight: float) -> Result:
         """A query grouped by a key column whose keys are not released: release them by partition selection
-        (the query share, and `key_delta` of δ), charge, then answer the query over them (free)."""
+        (the query share, and `key_delta` of δ), charged, then answer the query over them (free). No key
+        clearing τ answers with no rows (charged all the same)."""
         if self.max_rmse is not None:
             raise NotSupportedError("releasing keys is sized by a budget, not by max_rmse: SET dpsql.max_rmse = 0 "
                                     "first (the counts' error is then shown)")
         selection = compiled.selection
-        released = self.executor.release_keys(selection, self.query_share, self.key_delta)
-        over = self.catalog.with_keys({(selection.table.name, selection.column): released.keys})
-        answered = self._compile(sql, params, weight=weight, catalog=over)
-        self.executor.charge_keys(released, answered, sql)
-        result = self.executor.execute([self._compile(sql, params, weight=weight)], sql, self._sizing())[0]
-        result.charged = released.cost
-        result.charge_text = self.executor.charge_text(released.cost)
-        tau = released.calibrated.threshold
+        table, column = selection.table.name, selection.column
+
+        def over(keys: tuple[str, ...]) -> CompiledQuery:
+            return self._compile(sql, params, weight=weight, catalog=self.catalog.with_keys({(table, column): keys}))
+
+        keys = self.executor.release_keys(selection, self.query_share, self.key_delta, sql, over)
+        if keys:
+            result = self.executor.execute([self._compile(sql, params, weight=weight)], sql, self._sizing())[0]
+        else:  # nothing to measure: the query's shape over no keys (no rows)
+            shape = over(())
+            result = assemble(shape, [(np.zeros(shape.rows),) * 2 for _ in shape.aggregates])
+        result.charged = self.query_share
+        result.charge_text = self.executor.charge_text(self.query_share)
+        tau = self.executor.selection(selection, self.query_share, self.key_delta).threshold
+        released = (f"{len(keys)} keys of {column} released" if keys else
+                    f"no key of {column} cleared the threshold, so none was released (the column stays unreleased)")
         result.notes = [*result.notes, (
-            f"{len(released.keys)} keys of {selection.column} released by partition selection (noisy count above "
-            f"τ = {tau}; δ = {self.key_delta:g} spent): later queries see these keys as the column's domain; "
-            "counts near τ are biased upward (only those that cleared it are shown)")]
+            f"{released} by partition selection (noisy count above τ = {tau}; δ = {self.key_delta:g} spent)"
+            + (": later queries see these keys as the column's domain; counts near τ are biased upward (only "
+               "those that cleared it are shown)" if keys else ""))]
         return result
 
     def _compile(self, sql: str, params=None, label: str = "", weight: float = 1.0,

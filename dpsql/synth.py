@@ -2,11 +2,13 @@
 
 `synthesize(conn, "people", epsilon=1, out_path="people.parquet")` runs the
 mechanism on exact marginals computed inside the database (one GROUPING SETS
-scan of every candidate marginal; only counts leave DuckDB), samples rows from
-the fitted graphical model and writes them, with the catalog's value labels
-(integers, numeric bins as their lower edges, categories, NULL), to a hidden
-file beside the output; only then does it charge the ledger for the whole
-budget and move the file into place, so a failed scan or write spends nothing.
+scan of every candidate marginal; only counts leave DuckDB), charges the ledger for
+the whole budget with the noisy measurements (`Executor.charged`: noise is born
+charged, so a failure from the first draw on is charged too), then samples rows from
+the fitted model and writes them, with the catalog's value labels (integers, numeric
+bins as their lower edges, categories, NULL), to a hidden file beside the output, and
+moves it into place. A failed check or scan spends nothing; a failed write after the
+charge says so and keeps the measurements.
 The noisy measurements are stored in the ledger, so later queries on the table
 can be answered from them for free. A table with a privacy unit of at most k
 rows is measured bounded, and the mechanism runs at ρ/k² per row: by group
@@ -43,7 +45,7 @@ import numpy as np
 from dpsql.catalog import Table
 from dpsql.columns import quote_identifier, quote_string
 from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
-from dpsql.executor import Release
+from dpsql.executor import Pending, Release
 from mechanisms.accounting import Amount
 from mechanisms.aim import Progress, aim, workload_candidates
 from mechanisms.measurement import GAUSSIAN, Measurement
@@ -103,7 +105,7 @@ def synthesize(
     `degree`-way marginals with at most `max_cells` cells; RAP's is `workload` ("past" or a
     SQL file; see the module doc) with r-of-k thresholds (`r`). `out_path` may not be one
     of the owner's files, nor replace a file unless `overwrite`. Every check happens
-    before the charge: an error spends nothing.
+    before the charge: an error there spends nothing.
     """
     started = time.perf_counter()
     session = connection.session
@@ -135,36 +137,44 @@ def synthesize(
     executor.check_affordable(budget)
     executor.answering(protected)  # earlier generative models load before this release joins the ledger
     per_row = budget / protected.contribution**2
-    if mechanism == "rap":
-        def fetch(needed):
-            return executor.backend.marginals(protected, needed, executor.bounding_key(protected))
+    released: list = []  # the mechanism's result, out of sight until it is charged
 
-        fitted = fit_workload(domain, cliques, per_row, MarginalCounts(domain, fetch), session.rng, r=r,
-                              rows=executor.rows(protected))
-        result = RAPRelease(fitted.release.one_way_measurements(), fitted.model)
-        sample = fitted.model.sample_rows(rows, session.rng.randbelow(2**63))
-    else:
-        needed = list(workload_candidates(domain, workload)) if mechanism == "aim" else _pairs(domain.attributes)
-        counts = executor.backend.marginals(protected, needed, executor.bounding_key(protected))
-        marginal = counts.__getitem__
-        if mechanism == "aim":
-            result = aim(domain, marginal, per_row, workload, session.rng, progress=progress)
+    def draw() -> Release:
+        if mechanism == "rap":
+            def fetch(needed):
+                return executor.backend.marginals(protected, needed, executor.bounding_key(protected))
+
+            fitted = fit_workload(domain, cliques, per_row, MarginalCounts(domain, fetch), session.rng, r=r,
+                                  rows=executor.rows(protected))
+            result = RAPRelease(fitted.release.one_way_measurements(), fitted.model)
         else:
-            result = mst(domain, marginal, per_row, session.rng, progress=progress)
-        sample = result.model.sample(rows, np.random.default_rng(session.rng.randbelow(2**63)))
+            needed = list(workload_candidates(domain, workload)) if mechanism == "aim" else _pairs(domain.attributes)
+            counts = executor.backend.marginals(protected, needed, executor.bounding_key(protected))
+            if mechanism == "aim":
+                result = aim(domain, counts.__getitem__, per_row, workload, session.rng, progress=progress)
+            else:
+                result = mst(domain, counts.__getitem__, per_row, session.rng, progress=progress)
+        released.append(result)
+        # charged with its measurements; the model then answers later queries free
+        return Release(protected, budget, statement, result.measurements, result.model, mechanism)
+
+    executor.charged([Pending(protected, budget, statement, mechanism, draw)])
+    result = released[0]
     partial = out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}")
-    try:  # written before the charge: a failed write spends nothing, and nothing is shown until charged
+    try:  # after the charge: sampling and writing are post-processing of the charged release
+        if mechanism == "rap":
+            sample = result.model.sample_rows(rows, session.rng.randbelow(2**63))
+        else:
+            sample = result.model.sample(rows, np.random.default_rng(session.rng.randbelow(2**63)))
         write_parquet(protected, sample, partial)
-        # charged with its measurements; the graphical model then answers later queries free
-        executor.record([Release(protected, budget, statement, result.measurements, result.model, mechanism)])
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    try:
         os.replace(partial, out)
-    except OSError as e:  # charged: the paid file stays where it was written
-        raise OperationalError(f"the synthetic data was written to {str(partial)!r} but could not be renamed to "
-                               f"{str(out)!r} ({e.strerror}); it is paid for, move it by hand") from None
+    except (OSError, OperationalError) as e:
+        partial.unlink(missing_ok=True)
+        cause = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        raise OperationalError(
+            f"the synthesis was charged and its measurements are kept (later queries on {protected.name!r} answer "
+            f"from them), but the file {str(out)!r} could not be written: {cause}; free space or choose another "
+            "path, then synthesize again") from None
     cliques_of_model = getattr(result.model, "cliques", (tuple(domain.attributes),))
     return SynthesisReport(
         out, len(sample), mechanism, session.amount(budget), len(result.measurements),

@@ -242,3 +242,17 @@ def test_describe_gives_the_columns_before_the_keys_exist(database, tmp_path):
     shape = conn.session.describe("SELECT url, COUNT(*) AS n FROM visits GROUP BY url")
     assert shape.columns == ["url", "n"] and conn.session.ledger.spent() == 0
     assert np.isfinite(conn.session.query_share)
+
+
+def test_a_release_where_no_key_clears_the_threshold_answers_no_rows_and_freezes_nothing(database, tmp_path):
+    """Before: charged, then a raw ValueError, and the empty key set broke every later query on the table."""
+    conn = _connect(database, tmp_path)
+    cur = conn.cursor()
+    cur.execute("SELECT url, COUNT(*) FROM visits WHERE age > 8 AND age < 9 GROUP BY url")  # no row meets it
+    assert cur.fetchall() == [] and cur.result.charged > 0
+    assert any("none was released" in note for note in cur.result.notes)
+    assert conn.session.ledger.key_sets() == {} and conn.session.ledger.verify() == []
+    spent = conn.session.ledger.spent()
+    assert abs(_rows(cur, "SELECT COUNT(*) FROM visits")[0][0] - 13050) < 200  # the table still answers
+    released = dict(_rows(cur, "SELECT url, COUNT(*) FROM visits GROUP BY url"))  # a later release finds keys
+    assert set(released) == set(FREQUENT) and conn.session.ledger.spent() > spent

@@ -106,7 +106,8 @@ class KeySelection:
 
     def passes(self, cells: np.ndarray) -> np.ndarray:
         """Whether each cell (flat index over the clique) meets the WHERE."""
-        return self.where.reshape(-1)[cells] != 0 if self.clique else np.ones(len(cells), dtype=bool)
+        where = self.where.reshape(-1)
+        return where[cells] != 0 if self.clique else np.full(len(cells), where[0] != 0)
 
 
 @dataclass
@@ -412,7 +413,7 @@ def _key_selection(tree: exp.Select, items: list[exp.Expression], compiler: Expr
                                     f"the key and COUNT(*), not {inner.sql()!r}")
     table = compiler.table
     clique = table.domain.canonical(where.true.attributes())
-    indicator = where.true.dense(clique, table.domain) if clique else np.ones(1)
+    indicator = np.asarray(where.true.dense(clique, table.domain)).reshape(-1)  # no clique: the constant 0 or 1
     if not np.all((indicator == 0) | (indicator == 1)):
         raise NotSupportedError("the WHERE of a key release must keep or drop whole rows (no weights)")
     return KeySelection(table, column.name, clique, indicator)

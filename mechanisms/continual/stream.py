@@ -76,6 +76,13 @@ class ContinualRelease:
     def emit(self, counts) -> Report:
         """Release the rows due at the next emit t from the exact counts of windows
         [`scan_from()`, t) × cells; returns what emit t shows (window t, running total to t)."""
+        self.draw(counts)
+        return self.shown()
+
+    def draw(self, counts) -> None:
+        """Draw the noise of the rows due at the next emit t (the counts as in `emit`) and advance to t;
+        nothing computed from the noise is returned (a caller that must record the release first, then
+        show it, calls `shown` after recording)."""
         t, first = self.now + 1, self.scan_from()
         counts = np.asarray(counts)
         if counts.shape != (t - first, self.cells.shape[1]):
@@ -90,6 +97,10 @@ class ContinualRelease:
         for row, values in released.items():
             self.values[row] = values
         self.now = t
+
+    def shown(self) -> Report:
+        """What the latest emit shows: its window and the running total to it."""
+        t = self.now
         report = self._report(OFFLINE, t)
         return Report(t - 1, *(a[-1:] for a in (report.running, report.window, report.running_variance,
                                                 report.window_variance)))
