@@ -31,9 +31,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from dpsql.catalog import Catalog, Table
-from dpsql.columns import CATEGORICAL, KEY, Column
+from dpsql.columns import INTEGER, KEY, NUMERIC, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, literal_value
+from dpsql.sql.grouping import expression_key
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
 from mechanisms.matrices import Dense, Diagonal
 from mechanisms.workload import Block, Predicate, Term
@@ -122,6 +123,7 @@ class CompiledQuery:
     output_names: list[str]
     output_aggregate: list[int | None]  # per output column: index of a bare aggregate
     selection: KeySelection | None = None
+    notes: list[str] = field(default_factory=list)  # how the compiler read the query, for `Result.notes`
     blocks: list[Block] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -228,9 +230,13 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     template.set("from_" if "from_" in template.args else "from", None)
     template.set("joins", None)
 
+    expression_keys = {k.source[1]: k for k in groups if k.source[0] == "expression"}
+
     def rewrite(node: exp.Expression) -> exp.Expression:
         if _is_aggregate_node(node):
             return exp.column(f"__agg_{aggregate_index(node)}")
+        if expression_keys and node.sql() in expression_keys:  # a GROUP BY expression: its group label
+            return exp.column(expression_keys[node.sql()].name, quoted=True)
         if isinstance(node, exp.Column):
             return _rewrite_column(node, compiler, groups, output_aliases)
         return node
@@ -272,7 +278,7 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
             "selecting columns of a protected table without aggregates would release raw rows; "
             "use COUNT, SUM or AVG (with GROUP BY for per-value answers)"
         )
-    return CompiledQuery(sql, table, groups, aggregates, template, names, bare)
+    return CompiledQuery(sql, table, groups, aggregates, template, names, bare, notes=compiler.notes)
 
 
 def _source(resolved) -> tuple:
@@ -369,11 +375,12 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
             target = items[k - 1].this if isinstance(items[k - 1], exp.Alias) else items[k - 1]
         elif isinstance(g, exp.Column) and not g.table and g.name in aliases and g.name not in compiler.table.columns:
             target = aliases[g.name]
+        while isinstance(target, exp.Paren):
+            target = target.this
         if not isinstance(target, exp.Column):
-            raise NotSupportedError(
-                f"GROUP BY {g.sql()!r}: only declared columns can be grouped by "
-                "(declare a coarser column in the catalog to group by buckets)"
-            )
+            if all(k.source != ("expression", target.sql()) for k in out):
+                out.append(expression_key(target, f"__group_{len(out)}", compiler))
+            continue
         column = compiler.resolve(target)
         if all(k.source != _source(column) for k in out):
             if hasattr(column, "group_key"):
@@ -438,8 +445,10 @@ def _distinct_units(tree: exp.Select, items: list[exp.Expression], compiler: Exp
         raise NotSupportedError(
             f"COUNT(DISTINCT {table.unit.column}) counts privacy units, not rows: ask it in a query of its own "
             "(no other aggregates, FILTER or joins)")
-    group = tuple(k.attribute for k in _group_by(tree, items, compiler))
-    return table.distinct_units(group, condition_sql(table, where))
+    keys = _group_by(tree, items, compiler)
+    if any(k.index is not None for k in keys):
+        raise NotSupportedError(f"COUNT(DISTINCT {table.unit.column}) groups by declared columns, not expressions")
+    return table.distinct_units(tuple(k.attribute for k in keys), condition_sql(table, where))
 
 
 def condition_sql(table: Table, where: Condition) -> str:
@@ -610,7 +619,7 @@ def _compile_quantile(agg: exp.Expression, node: exp.Expression, compiler: Expre
     if not isinstance(arg, exp.Column) or isinstance(arg.this, exp.Star):
         raise NotSupportedError(f"{node.sql()!r}: a quantile is taken of one declared column, not an expression")
     column = compiler.resolve(arg)
-    if not isinstance(column, Column) or column.kind == CATEGORICAL:
+    if not isinstance(column, Column) or column.kind not in (INTEGER, NUMERIC):
         raise CatalogError(f"{node.sql()!r}: a quantile needs an integer or numeric column of the catalog")
     group_by, mapped = layout
     if column.name in group_by or column.name in mapped:
