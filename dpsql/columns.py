@@ -345,6 +345,8 @@ class Column:
                 "then form the column's domain)")
 
     def _category_index(self, literal: Any) -> int:
+        if isinstance(literal, (int, float)) and not isinstance(literal, bool):
+            return self._numbered_index(literal)
         if not isinstance(literal, str):
             raise CatalogError(f"column {self.name!r} is categorical: compare it with a string literal")
         if literal not in self.values:
@@ -354,6 +356,15 @@ class Column:
                 f"{literal!r} is not a declared value of {self.name!r} (declared: {shown}{more})"
             )
         return self.values.index(literal)
+
+    def _numbered_index(self, literal: int | float) -> int:
+        """The one declared value that reads as the number `literal` ('2' for 2): a number compared by value."""
+        matches = [i for i, v in enumerate(self.values) if _as_number(v) == literal]
+        if len(matches) != 1:
+            why = "several declared values read as it" if matches else "no declared value reads as it"
+            raise CatalogError(f"column {self.name!r} is categorical: compare it with a string literal "
+                               f"({literal!r}: {why})")
+        return matches[0]
 
     # --- SQL ----------------------------------------------------------------
     def bin_sql(self, source: str | None = None, integral: bool = False) -> str:
@@ -457,6 +468,13 @@ class StoredType:
     def holds_only(self, values: Iterable[str]) -> bool:
         """Whether every non-NULL value of the column is one of `values`."""
         return self.enum_values is not None and set(self.enum_values) <= set(values)
+
+
+def _as_number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def _apply(op: str, left: np.ndarray, right: float) -> np.ndarray:

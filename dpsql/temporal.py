@@ -79,7 +79,7 @@ def periods(low: dt.datetime, high: dt.datetime, granularity: str) -> int:
 def period_sql(col: str, origin: dt.datetime, granularity: str) -> str:
     """SQL of the (unclamped) period index of a row's value: whole periods since `origin`."""
     if granularity in ("year", "month"):
-        months = f"(EXTRACT(YEAR FROM {col}) * 12 + EXTRACT(MONTH FROM {col}) - {origin.year * 12 + origin.month - 1})"
+        months = f"(EXTRACT(YEAR FROM {col}) * 12 + EXTRACT(MONTH FROM {col}) - {origin.year * 12 + origin.month})"
         return f"FLOOR({months} / 12)" if granularity == "year" else months
     epoch = (origin - dt.datetime(1970, 1, 1)).total_seconds()
     return f"FLOOR((EPOCH(CAST({col} AS TIMESTAMP)) - {epoch!r}) / {_SECONDS[granularity]})"

@@ -144,7 +144,8 @@ class ExpressionCompiler:
         while isinstance(node, exp.Paren):
             node = node.this
         if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
-            node = node.this
+            column = self.resolve(node.this)  # a numeric cast of a number is the number; other casts are evaluated
+            return column if getattr(column, "numeric", False) and node.to.is_type(*exp.DataType.NUMERIC_TYPES) else None
         if isinstance(node, exp.Column):
             return self.resolve(node)
         return None
