@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any, Iterable
 
 import numpy as np
@@ -220,7 +219,8 @@ class Column:
             out[:2] = _apply(op, np.arange(2.0), float(self._truth(literal)))
             return out
         if self.kind in TEMPORAL:
-            return self._temporal_compare(op, literal, out)
+            out[: self.bins] = temporal.compare(self, op, literal)
+            return out
         value = _number(literal, f"the literal compared with {self.name!r}")
         if not (self.low <= value <= self.high):
             raise CatalogError(
@@ -254,34 +254,6 @@ class Column:
         out[: self.bins] = above if op in (">", ">=") else ~above
         return out
 
-    def _temporal_compare(self, op: str, literal: Any, out: np.ndarray) -> np.ndarray:
-        at = self._temporal_position(literal)
-        if at.denominator != 1:
-            low, high = self.period(int(at)), self.period(int(at) + 1)
-            raise CatalogError(f"{literal} is not a period start of {self.name!r} (periods of one {self.granularity}): "
-                               f"use {temporal.shown(low, self.kind)} or {temporal.shown(high, self.kind)}")
-        positions = np.arange(float(self.bins))
-        if not self.binned:  # one day per bin: compared as integers
-            out[: self.bins] = _apply(op, positions, float(at))
-            return out
-        if op in ("=", "<>"):
-            raise CatalogError(f"column {self.name!r} is binned by {self.granularity}: compare it with <, <=, >, >= "
-                               f"or BETWEEN at period starts instead of {op}")
-        above = positions >= float(at)  # as a numeric bin: x >= e and x > e both select the periods from e up
-        out[: self.bins] = above if op in (">", ">=") else ~above
-        return out
-
-    def _temporal_position(self, literal: Any):
-        """Periods from the first one's start to a date or timestamp literal, checked against the domain."""
-        t = temporal.parse_instant(literal, f"the literal compared with {self.name!r}")
-        at = temporal.position(t, self.origin, self.granularity)
-        top = self.bins - (0 if self.binned else 1)
-        if not 0 <= at <= top:
-            last = temporal.shown(self.period(top), self.kind)
-            raise CatalogError(f"literal {literal} is outside the declared domain of {self.name!r} "
-                               f"[{temporal.shown(self.origin, self.kind)}, {last}]")
-        return at
-
     def nearest_edge(self, literal: Any) -> tuple[Any, str | None]:
         """A literal compared with a binned column, moved to the nearest bin edge if it is not on one, and a
         note saying so (None when it is on one). A `strict` column refuses it instead."""
@@ -298,19 +270,7 @@ class Column:
             shown = int(edge) if edge == edge.to_integral_value() else float(edge)
             return shown, (f"{self.name} is binned (width {self.width}): the literal {literal} was answered at the "
                            f"nearest bin edge, {shown}")
-        if self.kind not in TEMPORAL:
-            return literal, None
-        at = self._temporal_position(literal)
-        if at.denominator == 1:
-            return literal, None
-        low, high = self.period(int(at)), self.period(int(at) + 1)
-        if self.strict:
-            raise CatalogError(f"{literal} is not a period start of {self.name!r} (periods of one {self.granularity};"
-                               f" declared strict): use {temporal.shown(low, self.kind)} or "
-                               f"{temporal.shown(high, self.kind)}")
-        edge = temporal.shown(low if at - int(at) <= Fraction(1, 2) else high, self.kind)
-        return edge.isoformat(), (f"{self.name} is binned by {self.granularity}: the literal {literal} was answered "
-                                  f"at the nearest period start, {edge.isoformat()}")
+        return temporal.nearest_start(self, literal) if self.kind in TEMPORAL else (literal, None)
 
     def _truth(self, literal: Any) -> bool:
         if isinstance(literal, bool):

@@ -17,6 +17,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from dpsql.errors import CatalogError
 
 DATE, TIMESTAMP = "date", "timestamp"
@@ -95,5 +97,50 @@ def shown(t: dt.datetime, kind: str) -> dt.date | dt.datetime:
     return t.date() if kind == DATE else t
 
 
-__all__ = ["DATE", "GRANULARITIES", "TIMESTAMP", "parse_instant", "period_sql", "periods", "position", "start",
+def compare(column, op: str, literal: Any) -> np.ndarray:
+    """Indicator over a date or timestamp column's periods (not its NULL bin) of `column <op> literal`."""
+    at = _position_of(column, literal)
+    if at.denominator != 1:
+        low, high = column.period(int(at)), column.period(int(at) + 1)
+        raise CatalogError(f"{literal} is not a period start of {column.name!r} (periods of one "
+                           f"{column.granularity}): use {shown(low, column.kind)} or {shown(high, column.kind)}")
+    positions = np.arange(column.bins)
+    if not column.binned:  # one day per bin: compared as integers
+        return {"=": positions == at, "<>": positions != at, "<": positions < at, "<=": positions <= at,
+                ">": positions > at, ">=": positions >= at}[op].astype(float)
+    if op in ("=", "<>"):
+        raise CatalogError(f"column {column.name!r} is binned by {column.granularity}: compare it with <, <=, >, >= "
+                           f"or BETWEEN at period starts instead of {op}")
+    above = positions >= at  # as a numeric bin: x >= e and x > e both select the periods from e up
+    return (above if op in (">", ">=") else ~above).astype(float)
+
+
+def nearest_start(column, literal: Any) -> tuple[Any, str | None]:
+    """A literal moved to the nearest period start if it is inside a period, and a note saying so (None when
+    it is a period start); refused for a `strict` column (`Column.nearest_edge`)."""
+    at = _position_of(column, literal)
+    if at.denominator == 1:
+        return literal, None
+    low, high = column.period(int(at)), column.period(int(at) + 1)
+    if column.strict:
+        raise CatalogError(f"{literal} is not a period start of {column.name!r} (periods of one "
+                           f"{column.granularity}; declared strict): use {shown(low, column.kind)} or "
+                           f"{shown(high, column.kind)}")
+    edge = shown(low if at - int(at) <= Fraction(1, 2) else high, column.kind)
+    return edge.isoformat(), (f"{column.name} is binned by {column.granularity}: the literal {literal} was answered "
+                              f"at the nearest period start, {edge.isoformat()}")
+
+
+def _position_of(column, literal: Any) -> Fraction:
+    """Periods from the column's first period start to a date or timestamp literal, checked against the domain."""
+    t = parse_instant(literal, f"the literal compared with {column.name!r}")
+    at = position(t, column.origin, column.granularity)
+    top = column.bins - (0 if column.binned else 1)
+    if not 0 <= at <= top:
+        raise CatalogError(f"literal {literal} is outside the declared domain of {column.name!r} "
+                           f"[{shown(column.origin, column.kind)}, {shown(column.period(top), column.kind)}]")
+    return at
+
+
+__all__ = ["compare", "nearest_start", "DATE", "GRANULARITIES", "TIMESTAMP", "parse_instant", "period_sql", "periods", "position", "start",
            "truncate"]

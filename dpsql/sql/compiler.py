@@ -33,8 +33,8 @@ from sqlglot.errors import ParseError
 from dpsql.catalog import Catalog, Table
 from dpsql.columns import INTEGER, KEY, NUMERIC, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
-from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, literal_value
-from dpsql.sql.grouping import expression_key
+from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, condition_sql, literal_value
+from dpsql.sql.grouping import expression_key, group_label
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
 from mechanisms.matrices import Dense, Diagonal
 from mechanisms.workload import Block, Predicate, Term
@@ -230,13 +230,11 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     template.set("from_" if "from_" in template.args else "from", None)
     template.set("joins", None)
 
-    expression_keys = {k.source[1]: k for k in groups if k.source[0] == "expression"}
-
     def rewrite(node: exp.Expression) -> exp.Expression:
         if _is_aggregate_node(node):
             return exp.column(f"__agg_{aggregate_index(node)}")
-        if expression_keys and node.sql() in expression_keys:  # a GROUP BY expression: its group label
-            return exp.column(expression_keys[node.sql()].name, quoted=True)
+        if (label := group_label(node, groups)) is not None:  # a GROUP BY expression
+            return label
         if isinstance(node, exp.Column):
             return _rewrite_column(node, compiler, groups, output_aliases)
         return node
@@ -375,8 +373,6 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
             target = items[k - 1].this if isinstance(items[k - 1], exp.Alias) else items[k - 1]
         elif isinstance(g, exp.Column) and not g.table and g.name in aliases and g.name not in compiler.table.columns:
             target = aliases[g.name]
-        while isinstance(target, exp.Paren):
-            target = target.this
         if not isinstance(target, exp.Column):
             if all(k.source != ("expression", target.sql()) for k in out):
                 out.append(expression_key(target, f"__group_{len(out)}", compiler))
@@ -425,10 +421,6 @@ def _key_selection(tree: exp.Select, items: list[exp.Expression], compiler: Expr
     return KeySelection(table, column.name, clique, indicator)
 
 
-# Conditions of COUNT(DISTINCT unit) are listed as the cells that meet them: at most this many.
-_MAX_LISTED_CELLS = 100_000
-
-
 def _distinct_units(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler, where: Condition,
                     lookups) -> Table | None:
     """The `Table.distinct_units` table a COUNT(DISTINCT <privacy unit>) query counts, if it is one.
@@ -449,27 +441,6 @@ def _distinct_units(tree: exp.Select, items: list[exp.Expression], compiler: Exp
     if any(k.index is not None for k in keys):
         raise NotSupportedError(f"COUNT(DISTINCT {table.unit.column}) groups by declared columns, not expressions")
     return table.distinct_units(tuple(k.attribute for k in keys), condition_sql(table, where))
-
-
-def condition_sql(table: Table, where: Condition) -> str:
-    """SQL over the table's columns that is true on the rows meeting `where`: the cells of the attributes
-    it reads that meet it, listed (dpsql's own SQL, never the analyst's)."""
-    clique = table.domain.canonical(where.true.attributes())
-    if not clique:
-        return "TRUE" if float(where.true.dense((), table.domain)) else "FALSE"
-    indicator = where.true.dense(clique, table.domain).reshape(-1)
-    if not np.all((indicator == 0) | (indicator == 1)):
-        raise NotSupportedError("this WHERE must keep or drop whole rows (no weights)")
-    meets = np.flatnonzero(indicator)
-    cells = indicator.size
-    listed, negate = (meets, "") if 2 * len(meets) <= cells else (np.setdiff1d(np.arange(cells), meets), "NOT ")
-    if len(listed) > _MAX_LISTED_CELLS:
-        raise NotSupportedError("the WHERE spans too many cells of its columns to list; simplify it")
-    if not len(listed):
-        return "TRUE" if negate else "FALSE"
-    strides = np.cumprod([1] + [table.domain.size_of(a) for a in reversed(clique)])[:-1][::-1]
-    cell = " + ".join(f"{table.columns[a].bin_sql()} * {int(s)}" for a, s in zip(clique, strides))
-    return f"({cell}) {negate}IN ({', '.join(str(int(c)) for c in listed)})"
 
 
 @dataclass(frozen=True)

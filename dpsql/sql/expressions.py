@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
+import numpy as np
 from sqlglot import exp
 
 from dpsql.catalog import Table
@@ -455,6 +456,31 @@ class ExpressionCompiler:
             value = value + remaining * out.value
         present = present + remaining * out.present
         return Value(value if numeric else None, present)
+
+
+# Conditions written as SQL (`condition_sql`) list the cells that meet them: at most this many.
+_MAX_LISTED_CELLS = 100_000
+
+
+def condition_sql(table: Table, where: Condition) -> str:
+    """SQL over the table's columns that is true on the rows meeting `where`: the cells of the attributes
+    it reads that meet it, listed (dpsql's own SQL, never the analyst's)."""
+    clique = table.domain.canonical(where.true.attributes())
+    if not clique:
+        return "TRUE" if float(where.true.dense((), table.domain)) else "FALSE"
+    indicator = where.true.dense(clique, table.domain).reshape(-1)
+    if not np.all((indicator == 0) | (indicator == 1)):
+        raise NotSupportedError("this WHERE must keep or drop whole rows (no weights)")
+    meets = np.flatnonzero(indicator)
+    cells = indicator.size
+    listed, negate = (meets, "") if 2 * len(meets) <= cells else (np.setdiff1d(np.arange(cells), meets), "NOT ")
+    if len(listed) > _MAX_LISTED_CELLS:
+        raise NotSupportedError("the WHERE spans too many cells of its columns to list; simplify it")
+    if not len(listed):
+        return "TRUE" if negate else "FALSE"
+    strides = np.cumprod([1] + [table.domain.size_of(a) for a in reversed(clique)])[:-1][::-1]
+    cell = " + ".join(f"{table.columns[a].bin_sql()} * {int(s)}" for a, s in zip(clique, strides))
+    return f"({cell}) {negate}IN ({', '.join(str(int(c)) for c in listed)})"
 
 
 class _NotNative(ProgrammingError):

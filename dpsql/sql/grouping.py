@@ -37,6 +37,12 @@ def expression_key(node: exp.Expression, name: str, compiler) -> GroupKey:
     return GroupKey(name, attribute, groups, index, ("expression", node.sql()))
 
 
+def group_label(node: exp.Expression, keys: list[GroupKey]) -> exp.Column | None:
+    """The result relation's column holding `node`'s group, if `node` is a GROUP BY expression."""
+    key = next((k for k in keys if k.source == ("expression", node.sql())), None)
+    return None if key is None else exp.column(key.name, quoted=True)
+
+
 def _sorted(values: set) -> list:
     """Group labels in their order (the result has one SQL type, so one Python type but for NaN)."""
     try:
@@ -45,4 +51,4 @@ def _sorted(values: set) -> list:
         return sorted(values, key=repr)
 
 
-__all__ = ["expression_key"]
+__all__ = ["expression_key", "group_label"]
