@@ -724,18 +724,19 @@ x = { type = "integer", min = 0, max = 9 }
 
 @pytest.fixture(scope="module")
 def events():
-    """2000 rows over every month, weekday and hour-day of the domain (so no group of these queries is empty)."""
-    import datetime as dt
-    rng = np.random.default_rng(5)
-    rows = []
-    for _ in range(2000):
-        day = dt.date(2020, 1, 1) + dt.timedelta(days=int(rng.integers(731)))
-        hour = None if rng.random() < 0.1 else dt.datetime(2020, 1, 1) + dt.timedelta(hours=int(rng.integers(168)))
-        married = [True, False, None][rng.integers(3)]
-        rows.append((day, hour, married, str(rng.integers(1, 4)), int(rng.integers(10))))
+    """2000 rows (fixed by DuckDB's hash of the row number) over every month, weekday and day of the hours, so no
+    group of these queries is empty."""
     con = duckdb.connect()
-    con.execute("CREATE TABLE e (d DATE, ts TIMESTAMP, m BOOLEAN, k VARCHAR, x INTEGER)")
-    con.executemany("INSERT INTO e VALUES (?, ?, ?, ?, ?)", rows)
+    con.execute("""
+        CREATE TABLE e AS SELECT
+            DATE '2020-01-01' + CAST(hash(i, 1) % 731 AS INTEGER) AS d,
+            CASE WHEN hash(i, 2) % 10 = 0 THEN NULL
+                 ELSE TIMESTAMP '2020-01-01 00:00:00' + to_hours(CAST(hash(i, 3) % 168 AS INTEGER)) END AS ts,
+            [TRUE, FALSE, NULL][CAST(hash(i, 4) % 3 + 1 AS INTEGER)] AS m,
+            CAST(hash(i, 5) % 3 + 1 AS VARCHAR) AS k,
+            CAST(hash(i, 6) % 10 AS INTEGER) AS x
+        FROM range(2000) AS r(i)
+    """)
     yield Catalog.from_toml(EVENTS_TOML), con
     con.close()
 
