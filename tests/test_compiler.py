@@ -816,3 +816,44 @@ def test_timestamp_literal_off_a_period_start(events):
                        "start, 2020-01-03T06:00:00"]
     want = con.execute("SELECT COUNT(*) FROM e WHERE ts >= TIMESTAMP '2020-01-03 06:00:00'").fetchone()[0]
     assert Exact(con, catalog.get("e")).block(q.blocks[0])[0] == want
+
+
+def test_patterns_on_released_keys():
+    """LIKE on a key column is evaluated on its released keys; the keys not released are one bin where it is NULL."""
+    catalog = Catalog.from_toml('[tables.v.columns]\nurl = { type = "key" }\nn = { type = "integer", min = 0, max = 2 }')
+    with pytest.raises(CatalogError, match="keys of 'url' have not been released"):
+        compile_query("SELECT COUNT(*) FROM v WHERE url LIKE 'a%'", catalog)
+    released = catalog.with_keys({("v", "url"): ("a.com/x", "b.org", "a.com/y")})
+    q = compile_query("SELECT COUNT(*) FROM v WHERE url LIKE 'a%' AND n < 2", released)
+    domain = released.get("v").domain
+    matrix = q.blocks[0].matrix(domain)
+    row = np.array([matrix.matvec(cell)[0] for cell in np.eye(12)])
+    np.testing.assert_array_equal(row.reshape(4, 3), [[1, 1, 0], [0, 0, 0], [1, 1, 0], [0, 0, 0]])
+    assert q.notes == ["url LIKE 'a%' is evaluated on the released keys of url: on the keys not released it is NULL"]
+    g = compile_query("SELECT split_part(url, '/', 1) AS host, COUNT(*) FROM v GROUP BY 1", released)
+    assert g.groups[0].labels == ["a.com", "b.org", None] and list(g.groups[0].index) == [0, 1, 0, 2]
+
+
+def test_dense_functions_split_into_few_product_terms():
+    from dpsql.sql.evaluation import to_predicate
+    from mechanisms.domain import Domain
+    domain = Domain(("p", "q", "r"), (3, 4, 2))
+    rng = np.random.default_rng(3)
+    p, q, r = rng.integers(1, 5, 3), rng.integers(1, 5, 4), rng.integers(1, 5, 2)
+    product = np.einsum("i,j,k->ijk", p, q, r).astype(float)
+    assert len(to_predicate(product, ("p", "q", "r")).terms) == 1  # a product of per-attribute values
+    indicator = (np.add.outer(np.arange(3), np.arange(4)) % 3 == 0)[:, :, None] * np.array([1.0, 0.0])
+    for values in (product, indicator, rng.integers(0, 3, (3, 4, 2)).astype(float)):
+        pred = to_predicate(values, ("p", "q", "r"))
+        np.testing.assert_allclose(pred.dense(("p", "q", "r"), domain), values)
+
+
+def test_expressions_over_too_many_cells_are_refused():
+    catalog = Catalog.from_toml("""
+        [tables.w.columns]
+        a = { type = "integer", min = 0, max = 999 }
+        b = { type = "integer", min = 0, max = 999 }
+        c = { type = "integer", min = 0, max = 9 }
+    """)
+    with pytest.raises(NotSupportedError, match="10000000 combinations of declared values \\(limit 1000000\\)"):
+        compile_query("SELECT COUNT(*) FROM w WHERE a + b + c = 7", catalog)

@@ -22,7 +22,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpsql.catalog import Table
-from dpsql.columns import BOOLEAN, NUMERIC
+from dpsql.columns import BOOLEAN, KEY, NUMERIC
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.evaluation import Evaluated, Resolved, evaluate, to_predicate
 from mechanisms.rap.multilinear import BooleanFunction
@@ -200,7 +200,7 @@ class ExpressionCompiler:
                 return found.name, list(found.values), found.reference, False
             if found.is_open:
                 raise CatalogError(found.not_released())
-            if found.binned and found.name not in binned:
+            if (found.binned or found.kind == KEY) and found.name not in binned:
                 binned.append(found.name)
             return found.name, found.representatives(), found.name, found.binned
 
@@ -208,8 +208,9 @@ class ExpressionCompiler:
         for name in binned:
             column = self.table.column(name)
             what = "midpoint" if column.kind == NUMERIC else "start"
-            note = (f"{node.sql()} is evaluated on the bins of {name} (each bin's {what}), not on its raw values: "
-                    f"{column.describe()}")
+            note = (f"{node.sql()} is evaluated on the released keys of {name}: on the keys not released it is NULL"
+                    if column.kind == KEY else f"{node.sql()} is evaluated on the bins of {name} (each bin's {what}), "
+                    f"not on its raw values: {column.describe()}")
             if note not in self.notes:
                 self.notes.append(note)
         return result
