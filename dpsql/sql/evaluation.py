@@ -50,30 +50,34 @@ _NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYI
 class Evaluated:
     """An expression's result on every cell of `attributes` (domain order; arrays shaped by them).
 
-    `sql_type` is DuckDB's type of the result; `present` marks the cells where it is not NULL.
-    A boolean or numeric result has `numbers` (0 where NULL); any result has `labels`, the
-    Python value per cell (None for NULL), computed on demand for grouping.
+    `sql_type` is DuckDB's type of the result; `present` marks the cells where it is not NULL
+    (1.0) and a boolean or numeric result has `numbers` (0 where NULL).
     """
 
-    sql: str
     attributes: tuple[str, ...]
     sql_type: str
     present: np.ndarray
     numbers: np.ndarray | None
-    labels: np.ndarray  # dtype object
+    fetched: np.ma.MaskedArray  # flat, as DuckDB returned it
 
     @property
     def is_boolean(self) -> bool:
         return self.sql_type == "BOOLEAN"
 
-    @property
-    def is_numeric(self) -> bool:
-        return self.sql_type.split("(")[0] in _NUMERIC_TYPES
+    def labels(self) -> list:
+        """Per cell (flat), the value as a result shows it (dates as dates), None where NULL."""
+        data, present = np.ma.getdata(self.fetched), ~np.ma.getmaskarray(self.fetched)
+        if self.sql_type == "DATE":
+            out = [d.astype("datetime64[D]").item() for d in data]
+        elif self.sql_type.startswith("TIMESTAMP"):
+            out = [d.astype("datetime64[us]").item() for d in data]
+        else:
+            out = [v.item() if hasattr(v, "item") else v for v in data]
+        return [v if p else None for v, p in zip(out, present)]
 
 
-# A column reference resolved: (attribute it is a function of, each bin's value of it, the column's
-# declared name for messages, whether a bin stands for several values).
-Resolved = tuple[str, list, str, bool]
+# A column reference resolved: the attribute it is a function of, and each bin's value of it.
+Resolved = tuple[str, list]
 
 
 def evaluate(node: exp.Expression, resolve: Callable[[exp.Column], Resolved], domain: Domain) -> Evaluated:
@@ -84,7 +88,7 @@ def evaluate(node: exp.Expression, resolve: Callable[[exp.Column], Resolved], do
     for column in list(rewritten.find_all(exp.Column)):
         if isinstance(column.this, exp.Star):
             raise ProgrammingError(f"{node.sql()!r}: * is not a value")
-        attribute, values, _, _ = resolve(column)
+        attribute, values = resolve(column)
         columns.setdefault(attribute, values)
         replacement = exp.column(f"__v{list(columns).index(attribute)}", quoted=True)
         if column is rewritten:
@@ -126,19 +130,7 @@ def evaluate(node: exp.Expression, resolve: Callable[[exp.Column], Resolved], do
         numbers = np.ma.filled(fetched.astype(float), 0.0).astype(float)
         numbers[~present] = 0.0
         numbers = numbers.reshape(shape)
-    labels = np.asarray(_python_values(fetched, present, sql_type), dtype=object).reshape(shape)
-    return Evaluated(node.sql(), attributes, sql_type, present.reshape(shape).astype(float), numbers, labels)
-
-
-def _python_values(fetched, present: np.ndarray, sql_type: str) -> list:
-    """Per cell, the value as the result relation shows it (dates as dates), None where NULL."""
-    data = np.ma.getdata(fetched)
-    if sql_type == "DATE":
-        return [d.astype("datetime64[D]").item() if p else None for d, p in zip(data, present)]
-    if sql_type.startswith("TIMESTAMP"):
-        return [d.astype("datetime64[us]").item() if p else None for d, p in zip(data, present)]
-    out = [v.item() if hasattr(v, "item") else v for v in data]
-    return [v if p else None for v, p in zip(out, present)]
+    return Evaluated(attributes, sql_type, present.reshape(shape).astype(float), numbers, fetched)
 
 
 def _refuse_unevaluable(node: exp.Expression) -> None:
@@ -195,8 +187,11 @@ def _walk(tree):
 @cache
 def _function_kinds() -> tuple[frozenset[str], dict[str, set[str]]]:
     """(names with a volatile overload, per function name its function types) of DuckDB's functions."""
-    rows = _sandbox().cursor().execute(
-        "SELECT lower(function_name), function_type, stability FROM duckdb_functions()").fetchall()
+    con = _sandbox().cursor()
+    try:
+        rows = con.execute("SELECT lower(function_name), function_type, stability FROM duckdb_functions()").fetchall()
+    finally:
+        con.close()
     kinds: dict[str, set[str]] = {}
     for name, kind, _ in rows:
         kinds.setdefault(name, set()).add(kind)

@@ -197,12 +197,12 @@ class ExpressionCompiler:
         def resolve(column: exp.Column) -> Resolved:
             found = self.resolve(column)
             if hasattr(found, "lookup"):  # a looked-up attribute: a value per bin of its join column
-                return found.name, list(found.values), found.reference, False
+                return found.name, list(found.values)
             if found.is_open:
                 raise CatalogError(found.not_released())
             if (found.binned or found.kind == KEY) and found.name not in binned:
                 binned.append(found.name)
-            return found.name, found.representatives(), found.name, found.binned
+            return found.name, found.representatives()
 
         result = evaluate(node, resolve, self.table.domain)
         for name in binned:

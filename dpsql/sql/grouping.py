@@ -21,10 +21,11 @@ def expression_key(node: exp.Expression, name: str, compiler) -> GroupKey:
     evaluated = compiler.evaluated(node)
     if len(evaluated.attributes) > 1:
         raise NotSupportedError(
-            f"GROUP BY {node.sql()!r} reads several columns ({', '.join(evaluated.attributes)}); grouping by an "
-            "expression of one column at a time is supported: group by each column's expression separately"
+            f"GROUP BY {node.sql()!r} reads several columns ({', '.join(evaluated.attributes)}): grouping by an "
+            "expression of several columns is not supported yet; group by those columns (or by an expression of "
+            "each) and combine the groups' answers"
         )
-    labels = list(evaluated.labels.reshape(-1))
+    labels = evaluated.labels()
     distinct = _sorted({v for v in labels if v is not None})
     groups = distinct + ([None] if any(v is None for v in labels) else [])
     position = {v: i for i, v in enumerate(groups)}
