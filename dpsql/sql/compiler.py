@@ -21,6 +21,7 @@ Everything else is refused with a ProgrammingError that names the construct.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -35,7 +36,7 @@ from dpsql.columns import INTEGER, KEY, NUMERIC, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, condition_sql, literal_value
 from dpsql.sql.grouping import expression_key, group_label
-from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
+from dpsql.sql.lookups import GroupKey, PublicTables, SlicedMap, group_layout, parse_lookups
 from mechanisms.matrices import Dense, Diagonal
 from mechanisms.workload import Block, Predicate, Term
 
@@ -438,7 +439,7 @@ def _distinct_units(tree: exp.Select, items: list[exp.Expression], compiler: Exp
             f"COUNT(DISTINCT {table.unit.column}) counts privacy units, not rows: ask it in a query of its own "
             "(no other aggregates, FILTER or joins)")
     keys = _group_by(tree, items, compiler)
-    if any(k.index is not None for k in keys):
+    if any(k.mapped for k in keys):
         raise NotSupportedError(f"COUNT(DISTINCT {table.unit.column}) groups by declared columns, not expressions")
     return table.distinct_units(tuple(k.attribute for k in keys), condition_sql(table, where))
 
@@ -475,7 +476,7 @@ def compile_cell_counts(tree: exp.Expression, catalog: Catalog) -> CellCounts:
     compiler = ExpressionCompiler(table, alias, [])
     where = compiler.condition(tree.args["where"].this) if tree.args.get("where") else ALWAYS
     groups = _group_by(tree, list(tree.expressions), compiler)
-    if any(k.index is not None for k in groups):
+    if any(k.mapped for k in groups):
         raise NotSupportedError("a continual query groups by declared integer, numeric or categorical columns")
     counts = []
     for item in tree.expressions:
@@ -671,8 +672,11 @@ def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[
     and of sums in other units are compared on one scale.
     """
     group_by, mapped = layout
+    choices = [m.terms if isinstance(m, SlicedMap) else [(m, {})] for m in mapped.values()]  # a key's slices
     terms = []
-    for coef, factors in predicate.factors():
+    for (coef, factors), chosen in itertools.product(predicate.factors(), itertools.product(*choices)):
+        for vectors in (v for _, v in chosen):
+            factors = {**factors, **{a: factors[a] * x if a in factors else x for a, x in vectors.items()}}
         _check_magnitudes(name, coef, factors.values())
         mats = {}
         for attr, vector in factors.items():
@@ -683,7 +687,7 @@ def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[
                     mats[attr] = Diagonal(vector)
             elif not np.all(vector == 1.0):
                 mats[attr] = Dense(vector[None, :])
-        for attr, mapping in mapped.items():
+        for attr, (mapping, _) in zip(mapped, chosen):
             mats[attr] = Dense(mapping * factors[attr][None, :] if attr in factors else mapping)
         terms.append(Term(coef, mats))
     block = Block(name, group_by, terms, mapped_rows={a: m.shape[0] for a, m in mapped.items()})
