@@ -130,6 +130,10 @@ class LookupColumn:
         self.source = ("lookup", lookup.alias.lower(), attribute.lower())
 
     @property
+    def numeric(self) -> bool:
+        return self.kind == NUMERIC
+
+    @property
     def reference(self) -> str:
         return f"{self.lookup.alias}.{self.attribute}"
 
