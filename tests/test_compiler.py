@@ -251,6 +251,8 @@ REFUSED = [
     ("SELECT COUNT(*) FROM t GROUP BY 1", "the aggregate 'COUNT\\(\\*\\)' cannot be used"),
     ("SELECT a + n, a - n, COUNT(*) FROM t GROUP BY 1, 2", "at most one expression of several columns"),
     ("SELECT random() > 0.5, COUNT(*) FROM t GROUP BY 1", "random\\(\\) is not deterministic"),
+    ("SELECT [a, n] AS l, COUNT(*) FROM t GROUP BY 1", "its values are of type INTEGER\\[\\]; group by a scalar"),
+    ("SELECT {'x': a} AS s, COUNT(*) FROM t GROUP BY s", "its values are of type STRUCT"),
     ("SELECT a, COUNT(*) FROM t GROUP BY 3", "GROUP BY 3 refers to no select item"),
     ("SELECT a, COUNT(*) FROM t GROUP BY a ORDER BY 3", "ORDER BY 3 refers to no select item"),
     ("SELECT COUNT(*) FROM t ORDER BY 0", "ORDER BY 0 refers to no select item"),
@@ -480,6 +482,7 @@ TEMPLATE = [
     ("SELECT a + n AS s, c, COUNT(*) FROM t WHERE o <> 'mid' GROUP BY a + n, c ORDER BY s NULLS LAST, c NULLS LAST",
      True),
     ("SELECT concat(c, '-', o) AS co, COUNT(*) FROM t GROUP BY 1 ORDER BY 1", True),
+    ("SELECT a / (a - 2.0) AS z, COUNT(*) FROM t WHERE NULL IS NULL OR NULL GROUP BY 1 ORDER BY 1", True),
 ]
 
 
@@ -863,3 +866,14 @@ def test_expressions_over_too_many_cells_are_refused():
     """)
     with pytest.raises(NotSupportedError, match="10000000 combinations of declared values \\(limit 1000000\\)"):
         compile_query("SELECT COUNT(*) FROM w WHERE a + b + c = 7", catalog)
+
+
+def test_nan_results_form_one_group(dense_con, catalog):
+    """As in SQL, every NaN an expression yields falls in one group (which the result relation shows as NULL)."""
+    sql = "SELECT (a - 2.0) / (a - 2.0) + a AS z, COUNT(*) FROM t GROUP BY 1 ORDER BY 1"
+    compiled = compile_query(sql, catalog)
+    labels = compiled.groups[0].labels
+    assert len(labels) == 5 and sum(math.isnan(v) for v in labels) == 1
+    got = assemble(compiled, Exact(dense_con, catalog.get("t")).aggregates(compiled)).rows
+    want = [(None if math.isnan(z) else float(z), float(n)) for z, n in dense_con.execute(sql).fetchall()]
+    assert got == want

@@ -62,10 +62,15 @@ class Evaluated:
 
     @property
     def is_boolean(self) -> bool:
-        return self.sql_type == "BOOLEAN"
+        return self.sql_type in ("BOOLEAN", '"NULL"')  # NULL: a condition that is never TRUE nor FALSE
+
+    @property
+    def is_scalar(self) -> bool:
+        """Whether the result is a scalar (not a list, struct, map or union)."""
+        return not re.search(r"\[|\b(STRUCT|MAP|UNION|VARIANT)\b", self.sql_type)
 
     def labels(self) -> list:
-        """Per cell (flat), the value as a result shows it (dates as dates), None where NULL."""
+        """Per cell (flat), the value as a result shows it (dates as dates), None where NULL; NaN is one value."""
         data, present = np.ma.getdata(self.fetched), ~np.ma.getmaskarray(self.fetched)
         if self.sql_type == "DATE":
             out = [d.astype("datetime64[D]").item() for d in data]
@@ -73,8 +78,10 @@ class Evaluated:
             out = [d.astype("datetime64[us]").item() for d in data]
         else:
             out = [v.item() if hasattr(v, "item") else v for v in data]
-        return [v if p else None for v, p in zip(out, present)]
+        return [(_NAN if isinstance(v, float) and math.isnan(v) else v) if p else None for v, p in zip(out, present)]
 
+
+_NAN = float("nan")  # every NaN label is this one object, so NaN results form one group, as in SQL
 
 # A column reference resolved: the attribute it is a function of, and each bin's value of it.
 Resolved = tuple[str, list]
@@ -126,7 +133,7 @@ def evaluate(node: exp.Expression, resolve: Callable[[exp.Column], Resolved], do
     present = ~np.ma.getmaskarray(fetched)
     shape = tuple(sizes)
     numbers = None
-    if sql_type == "BOOLEAN" or sql_type.split("(")[0] in _NUMERIC_TYPES:
+    if sql_type in ("BOOLEAN", '"NULL"') or sql_type.split("(")[0] in _NUMERIC_TYPES:
         numbers = np.ma.filled(fetched.astype(float), 0.0).astype(float)
         numbers[~present] = 0.0
         numbers = numbers.reshape(shape)

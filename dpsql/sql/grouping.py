@@ -24,6 +24,9 @@ from mechanisms.workload import MAX_PREDICATE_TERMS
 def expression_key(node: exp.Expression, name: str, compiler) -> GroupKey:
     """The GROUP BY key of `node`, an expression of one declared column (or a constant), named `name`."""
     evaluated = compiler.evaluated(node)
+    if not evaluated.is_scalar:
+        raise NotSupportedError(f"GROUP BY {node.sql()!r}: its values are of type {evaluated.sql_type}; group by a "
+                                "scalar expression")
     labels = evaluated.labels()
     distinct = _sorted({v for v in labels if v is not None})
     groups = distinct + ([None] if any(v is None for v in labels) else [])
