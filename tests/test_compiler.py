@@ -763,6 +763,8 @@ EVENT_QUERIES = [
     ("SELECT COUNT(*) FROM e WHERE ts >= TIMESTAMP '2020-01-03 00:00:00' AND ts < '2020-01-04 06:00:00'", None),
     ("SELECT DATE_TRUNC('day', ts) AS day, COUNT(*) FROM e GROUP BY 1 ORDER BY 1 NULLS LAST", None),
     ("SELECT EXTRACT(hour FROM ts) < 12 AS morning, COUNT(*) FROM e GROUP BY 1 ORDER BY 1 NULLS LAST", None),
+    ("SELECT COUNT(*) FROM e WHERE d < current_date - INTERVAL 30 DAY AND date_diff('day', d, DATE '2021-12-31') < 100",
+     None),
     ("SELECT COUNT(*) FROM e WHERE m = TRUE", None),
     ("SELECT COUNT(*) FROM e WHERE m IS TRUE", None),
     ("SELECT COUNT(*) FROM e WHERE m IS NOT TRUE", None),
