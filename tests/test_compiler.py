@@ -778,6 +778,7 @@ EVENT_QUERIES = [
     ("SELECT COUNT(*) FROM e WHERE k IN (2, 3)", "SELECT COUNT(*) FROM e WHERE k IN ('2', '3')"),
     ("SELECT COUNT(*) FROM e WHERE k = 1", "SELECT COUNT(*) FROM e WHERE k = '1'"),
     ("SELECT COUNT(*) FROM e WHERE CAST(k AS INTEGER) >= 2", None),
+    ("SELECT SUM(CAST(k AS INTEGER)), AVG(k::DOUBLE * x) FROM e WHERE k::INT IN (1, 3)", None),
 ]
 
 

@@ -369,7 +369,7 @@ class ExpressionCompiler:
             inner = _unparen(node.this)
             if _is_condition(inner):
                 return self._indicator(self.condition(inner))
-            if isinstance(inner, exp.Column) and node.to.is_type(*exp.DataType.NUMERIC_TYPES):
+            if isinstance(inner, exp.Column) and self._column(node) is not None:  # a number cast to a number
                 return self.value(inner)
             return self._evaluated_value(node)  # a cast that may round, parse or format
         if _is_condition(node):
