@@ -5,7 +5,9 @@ The types (``integer``, ``numeric``, ``categorical``, ``key``, ``boolean``, ``da
 holds the tables. A `Column` knows its bins (`size`,
 `labels`, `bin_values`), the SQL binning a row's value (`bin_sql`) and the condition a row
 must meet to belong to the protected table (`fits_sql`). `parse_column` checks a TOML or
-dict declaration; `integer`, `numeric`, `categorical` and `key` build one from Python.
+dict declaration; `integer`, `numeric`, `categorical`, `key`, `boolean`, `date` and `timestamp`
+build one from Python. `representatives` are the values expressions are evaluated on, and
+`nearest_edge` moves a literal off a bin edge onto the nearest one (unless `strict`).
 """
 
 from __future__ import annotations
