@@ -2,7 +2,7 @@
 
 The data owner declares every queryable column of a protected table, in TOML
 or from Python. Declarations are public: the engine never reads a domain from
-the private data. Three column types exist:
+the private data. The column types:
 
 - ``integer``: one bin per value from ``min`` to ``max``; values outside are
   clamped to the nearest end, non-integers are floored.
@@ -10,6 +10,9 @@ the private data. Three column types exist:
   are clamped into the first or last bin. Sums use bin midpoints.
 - ``categorical``: the declared ``values``; with ``other = "<value>"`` any
   undeclared value is counted as that value.
+- ``boolean``: TRUE and FALSE.
+- ``date`` and ``timestamp``: ``min`` to ``max`` in periods of one ``granularity``
+  (`dpsql.temporal`); values outside are clamped into the first or last period.
 - ``key``: a string or integer key whose values nobody declared (zip codes, product
   ids, URLs). Until keys are released it can only be grouped by, and then only for
   COUNT(*): DP partition selection releases the keys whose noisy count clears a

@@ -1,10 +1,13 @@
 """Column declarations: the public domain of one column, and the SQL that bins its values.
 
-The four types (``integer``, ``numeric``, ``categorical``, ``key``) and ``nullable`` are
-described in `dpsql.catalog`, which holds the tables. A `Column` knows its bins (`size`,
+The types (``integer``, ``numeric``, ``categorical``, ``key``, ``boolean``, ``date``,
+``timestamp``: `dpsql.temporal`) and ``nullable`` are described in `dpsql.catalog`, which
+holds the tables. A `Column` knows its bins (`size`,
 `labels`, `bin_values`), the SQL binning a row's value (`bin_sql`) and the condition a row
 must meet to belong to the protected table (`fits_sql`). `parse_column` checks a TOML or
-dict declaration; `integer`, `numeric`, `categorical` and `key` build one from Python.
+dict declaration; `integer`, `numeric`, `categorical`, `key`, `boolean`, `date` and `timestamp`
+build one from Python. `representatives` are the values expressions are evaluated on, and
+`nearest_edge` moves a literal off a bin edge onto the nearest one (unless `strict`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from dpsql import temporal
 from dpsql.errors import CatalogError
+from dpsql.temporal import DATE, TIMESTAMP
 
-INTEGER, NUMERIC, CATEGORICAL, KEY = "integer", "numeric", "categorical", "key"
+INTEGER, NUMERIC, CATEGORICAL, KEY, BOOLEAN = "integer", "numeric", "categorical", "key", "boolean"
+TEMPORAL = (DATE, TIMESTAMP)
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -52,11 +58,25 @@ class Column:
     ordered: bool = False
     other: str | None = None
     released: bool = False  # a key column: whether its keys were released (its domain is known)
+    origin: Any = None  # date / timestamp: the start of the first period (a datetime); `bins` periods
+    granularity: str | None = None
+    strict: bool = False  # numeric / date / timestamp: refuse literals off a bin edge instead of rounding
 
     @property
     def sql_type(self) -> str:
         """The SQL type clients are shown for this column (catalog introspection)."""
-        return {INTEGER: "BIGINT", NUMERIC: "DOUBLE"}.get(self.kind, "VARCHAR")
+        return {INTEGER: "BIGINT", NUMERIC: "DOUBLE", BOOLEAN: "BOOLEAN", DATE: "DATE",
+                TIMESTAMP: "TIMESTAMP"}.get(self.kind, "VARCHAR")
+
+    @property
+    def numeric(self) -> bool:
+        """Whether the column's values are numbers (a boolean's are 0 and 1)."""
+        return self.kind in (INTEGER, NUMERIC, BOOLEAN)
+
+    @property
+    def binned(self) -> bool:
+        """Whether a bin stands for many values (expressions are then evaluated on its representative)."""
+        return self.kind == NUMERIC or (self.kind in TEMPORAL and not (self.kind == DATE and self.granularity == "day"))
 
     # --- shape ----------------------------------------------------------
     @property
@@ -64,8 +84,10 @@ class Column:
         """Number of non-NULL bins."""
         if self.kind == INTEGER:
             return int(self.high - self.low) + 1
-        if self.kind == NUMERIC:
+        if self.kind in (NUMERIC, *TEMPORAL):
             return int(self.bins)
+        if self.kind == BOOLEAN:
+            return 2
         if self.kind == KEY:
             return len(self.values) + 1  # the released keys and every other key
         return len(self.values)
@@ -95,9 +117,25 @@ class Column:
             out = [float(e) for e in self.edges()[:-1]]
         elif self.kind == KEY:
             out = [*self.values, None]  # the last bin holds every key not released
+        elif self.kind == BOOLEAN:
+            out = [False, True]
+        elif self.kind in TEMPORAL:
+            out = [temporal.shown(self.period(k), self.kind) for k in range(self.value_bins)]
         else:
             out = list(self.values)
         return out + ([None] if self.nullable else [])
+
+    def representatives(self) -> list[Any]:
+        """The value each bin stands for when an expression is evaluated on it (`dpsql.sql.evaluation`):
+        a numeric bin's midpoint, a period's start, None for the NULL bin and for a key column's
+        keys not released."""
+        if self.kind == NUMERIC:
+            return [float(v) for v in self.bin_values()[: self.value_bins]] + ([None] if self.nullable else [])
+        return self.labels()
+
+    def period(self, k: int):
+        """The start of a date or timestamp column's k-th period (a datetime)."""
+        return temporal.start(self.origin, k, self.granularity)
 
     @property
     def is_open(self) -> bool:
@@ -118,6 +156,12 @@ class Column:
         if self.kind == KEY:
             return f"key, {len(self.values)} released" if self.released else "key, none released yet"
         null = ", nullable" if self.nullable else ""
+        if self.kind == BOOLEAN:
+            return f"boolean{null}"
+        if self.kind in TEMPORAL:
+            last = temporal.shown(self.period(self.bins - 1), self.kind)
+            return (f"{self.kind} from {temporal.shown(self.origin, self.kind)} to {last} by {self.granularity} "
+                    f"({self.bins} periods){null}")
         if self.kind == INTEGER:
             return f"integer {self.low}..{self.high}{null}"
         if self.kind == NUMERIC:
@@ -134,9 +178,11 @@ class Column:
 
     def bin_values(self) -> np.ndarray:
         """The number each bin stands for in SUM/AVG (NULL bin: 0)."""
-        if self.kind in (CATEGORICAL, KEY):
+        if not self.numeric:
             raise CatalogError(f"column {self.name!r} is {self.kind}: it has no numeric values to sum")
-        if self.kind == INTEGER:
+        if self.kind == BOOLEAN:
+            vals = [0.0, 1.0]
+        elif self.kind == INTEGER:
             vals = [float(self.low + k) for k in range(self.value_bins)]
         else:
             w = self.width
@@ -171,6 +217,12 @@ class Column:
             positions = np.arange(self.value_bins)
             out[: self.value_bins] = _apply(op, positions, index)
             return out
+        if self.kind == BOOLEAN:
+            out[:2] = _apply(op, np.arange(2.0), float(self._truth(literal)))
+            return out
+        if self.kind in TEMPORAL:
+            out[: self.bins] = temporal.compare(self, op, literal)
+            return out
         value = _number(literal, f"the literal compared with {self.name!r}")
         if not (self.low <= value <= self.high):
             raise CatalogError(
@@ -204,6 +256,33 @@ class Column:
         out[: self.bins] = above if op in (">", ">=") else ~above
         return out
 
+    def nearest_edge(self, literal: Any) -> tuple[Any, str | None]:
+        """A literal compared with a binned column, moved to the nearest bin edge if it is not on one, and a
+        note saying so (None when it is on one). A `strict` column refuses it instead."""
+        if self.kind == NUMERIC:
+            value = _number(literal, f"the literal compared with {self.name!r}")
+            if not self.low <= value <= self.high or value in self.edges():
+                return literal, None
+            k = int((value - self.low) / self.width)
+            lo, hi = self.edges()[k], self.edges()[k + 1]
+            if self.strict:
+                raise CatalogError(f"{value} is not a bin edge of {self.name!r} (bins of width {self.width} from "
+                                   f"{self.low}; declared strict): use {lo} or {hi}")
+            edge = lo if value - lo <= hi - value else hi
+            shown = int(edge) if edge == edge.to_integral_value() else float(edge)
+            return shown, (f"{self.name} is binned (width {self.width}): the literal {literal} was answered at the "
+                           f"nearest bin edge, {shown}")
+        return temporal.nearest_start(self, literal) if self.kind in TEMPORAL else (literal, None)
+
+    def _truth(self, literal: Any) -> bool:
+        if isinstance(literal, bool):
+            return literal
+        if isinstance(literal, int) and literal in (0, 1):
+            return bool(literal)
+        if isinstance(literal, str) and literal.strip().lower() in _TRUTH:
+            return _TRUTH[literal.strip().lower()]
+        raise CatalogError(f"column {self.name!r} is boolean: compare it with TRUE or FALSE, not {literal!r}")
+
     def one_of(self, literals: Iterable[Any]) -> np.ndarray:
         """Indicator of `column IN (literals)`."""
         out = np.zeros(self.size)
@@ -228,6 +307,8 @@ class Column:
                 "then form the column's domain)")
 
     def _category_index(self, literal: Any) -> int:
+        if isinstance(literal, (int, float)) and not isinstance(literal, bool):
+            return self._numbered_index(literal)
         if not isinstance(literal, str):
             raise CatalogError(f"column {self.name!r} is categorical: compare it with a string literal")
         if literal not in self.values:
@@ -237,6 +318,15 @@ class Column:
                 f"{literal!r} is not a declared value of {self.name!r} (declared: {shown}{more})"
             )
         return self.values.index(literal)
+
+    def _numbered_index(self, literal: int | float) -> int:
+        """The one declared value that reads as the number `literal` ('2' for 2): a number compared by value."""
+        matches = [i for i, v in enumerate(self.values) if _as_number(v) == literal]
+        if len(matches) != 1:
+            why = "several declared values read as it" if matches else "no declared value reads as it"
+            raise CatalogError(f"column {self.name!r} is categorical: compare it with a string literal "
+                               f"({literal!r}: {why})")
+        return matches[0]
 
     # --- SQL ----------------------------------------------------------------
     def bin_sql(self, source: str | None = None, integral: bool = False) -> str:
@@ -263,6 +353,11 @@ class Column:
                     f"{null}ELSE {col} - {self.low} END AS INTEGER)")
         if self.kind == INTEGER:
             expr = f"FLOOR(LEAST(GREATEST({col}, {self.low}), {self.high})) - {self.low}"
+        elif self.kind == BOOLEAN:
+            expr = f"CASE WHEN CAST({col} AS BOOLEAN) THEN 1 ELSE 0 END"
+        elif self.kind in TEMPORAL:
+            period = temporal.period_sql(col, self.origin, self.granularity)
+            expr = f"LEAST(GREATEST({period}, 0), {self.bins - 1})"
         elif self.kind == NUMERIC:
             scaled = f"(CAST({col} AS DOUBLE) - {self.low}) / {self.width}"
             expr = f"FLOOR(LEAST(GREATEST({scaled}, 0), {self.bins - 1}))"
@@ -337,6 +432,13 @@ class StoredType:
         return self.enum_values is not None and set(self.enum_values) <= set(values)
 
 
+def _as_number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
 def _apply(op: str, left: np.ndarray, right: float) -> np.ndarray:
     return {
         "=": left == right,
@@ -366,6 +468,21 @@ def categorical(values: Iterable[str], ordered: bool = False, other: str | None 
     return decl
 
 
+def boolean(nullable: bool = False) -> dict:
+    """Python-API declaration of a boolean column."""
+    return {"type": BOOLEAN, "nullable": nullable}
+
+
+def date(low: str, high: str, granularity: str = "day", nullable: bool = False) -> dict:
+    """Python-API declaration of a date column (`dpsql.temporal`)."""
+    return {"type": DATE, "min": low, "max": high, "granularity": granularity, "nullable": nullable}
+
+
+def timestamp(low: str, high: str, granularity: str = "hour", nullable: bool = False) -> dict:
+    """Python-API declaration of a timestamp column (`dpsql.temporal`)."""
+    return {"type": TIMESTAMP, "min": low, "max": high, "granularity": granularity, "nullable": nullable}
+
+
 def key() -> dict:
     """Python-API declaration of a key column (values not declared; released by partition selection)."""
     return {"type": KEY}
@@ -374,26 +491,38 @@ def key() -> dict:
 _KEYS = {
     KEY: {"type"},
     INTEGER: {"type", "min", "max", "nullable"},
-    NUMERIC: {"type", "min", "max", "bins", "nullable"},
+    NUMERIC: {"type", "min", "max", "bins", "nullable", "strict"},
     CATEGORICAL: {"type", "values", "ordered", "other", "nullable"},
+    BOOLEAN: {"type", "nullable"},
+    DATE: {"type", "min", "max", "granularity", "nullable", "strict"},
+    TIMESTAMP: {"type", "min", "max", "granularity", "nullable", "strict"},
 }
+_TRUTH = {"true": True, "t": True, "false": False, "f": False}
+_KINDS = "integer, numeric, categorical, key, boolean, date or timestamp"
 
 
 def parse_column(name: str, decl: dict) -> Column:
     """Validate one column declaration (a TOML inline table or a dict)."""
     if not isinstance(decl, dict) or "type" not in decl:
-        raise CatalogError(f"column {name!r}: a declaration needs a type (integer, numeric, categorical or key)")
+        raise CatalogError(f"column {name!r}: a declaration needs a type ({_KINDS})")
     kind = decl["type"]
     if kind not in _KEYS:
-        raise CatalogError(f"column {name!r}: unknown type {kind!r} (use integer, numeric, categorical or key)")
+        raise CatalogError(f"column {name!r}: unknown type {kind!r} (use {_KINDS})")
     unknown = set(decl) - _KEYS[kind]
     if unknown:
         raise CatalogError(f"column {name!r}: unknown keys {sorted(unknown)} for type {kind}")
     nullable = decl.get("nullable", False)
     if not isinstance(nullable, bool):
         raise CatalogError(f"column {name!r}: nullable must be true or false")
+    strict = decl.get("strict", False)
+    if not isinstance(strict, bool):
+        raise CatalogError(f"column {name!r}: strict must be true or false")
     if kind == KEY:
         return Column(name, kind)
+    if kind == BOOLEAN:
+        return Column(name, kind, nullable)
+    if kind in TEMPORAL:
+        return _temporal_column(name, kind, decl, nullable, strict)
     if kind == CATEGORICAL:
         values = decl.get("values")
         if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
@@ -421,8 +550,28 @@ def parse_column(name: str, decl: dict) -> Column:
         raise CatalogError(f"column {name!r}: numeric columns need bins, an integer from 1 to 10^6")
     if not high > low:
         raise CatalogError(f"column {name!r}: numeric columns need min < max")
-    return Column(name, kind, nullable, low=low, high=high, bins=bins)
+    return Column(name, kind, nullable, low=low, high=high, bins=bins, strict=strict)
 
 
-__all__ = ["CATEGORICAL", "COMPARISONS", "INTEGER", "KEY", "NUMERIC", "Column", "categorical", "integer",
-           "key", "numeric", "parse_column", "quote_identifier", "quote_string"]
+def _temporal_column(name: str, kind: str, decl: dict, nullable: bool, strict: bool) -> Column:
+    granularity = decl.get("granularity", "day")
+    if granularity not in temporal.GRANULARITIES[kind]:
+        raise CatalogError(f"column {name!r}: granularity must be one of {', '.join(temporal.GRANULARITIES[kind])} "
+                           f"for a {kind} column")
+    for key in ("min", "max"):
+        if key not in decl:
+            raise CatalogError(f"column {name!r}: {kind} columns need {key}")
+    low = temporal.parse_instant(decl["min"], f"{name}.min")
+    high = temporal.parse_instant(decl["max"], f"{name}.max")
+    if high < low:
+        raise CatalogError(f"column {name!r}: min must not be after max")
+    periods = temporal.periods(low, high, granularity)
+    if periods > temporal.MAX_PERIODS:
+        raise CatalogError(f"column {name!r}: more than 10^6 periods of one {granularity}; use a coarser granularity")
+    return Column(name, kind, nullable, bins=periods, origin=temporal.truncate(low, granularity),
+                  granularity=granularity, strict=strict)
+
+
+__all__ = ["BOOLEAN", "CATEGORICAL", "COMPARISONS", "DATE", "INTEGER", "KEY", "NUMERIC", "TIMESTAMP", "Column",
+           "boolean", "categorical", "date", "integer", "key", "numeric", "parse_column", "quote_identifier",
+           "quote_string", "timestamp"]

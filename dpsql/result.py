@@ -186,7 +186,7 @@ def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]])
         rows.append(tuple(r[:width]))
         errs = iter(r[width:])
         stderr.append(tuple(next(errs) if k is not None else None for k in query.output_aggregate))
-    notes = [a.approximation for a in query.aggregates if a.approximation]
+    notes = [a.approximation for a in query.aggregates if a.approximation] + query.notes
     return Result(list(query.output_names), rows, stderr, types=types,
                   dp=[k is not None for k in query.output_aggregate], notes=notes)
 

@@ -5,6 +5,7 @@ DuckDB on tiny tables that hold out-of-domain values, so what is tested is what 
 backend will actually compute.
 """
 
+import datetime as dt
 from decimal import Decimal
 
 import duckdb
@@ -13,7 +14,7 @@ import pytest
 
 from dpsql import CatalogError, ProgrammingError
 from dpsql.catalog import Catalog
-from dpsql.columns import Column, categorical, integer, numeric, parse_column
+from dpsql.columns import Column, boolean, categorical, date, integer, numeric, parse_column, timestamp
 
 TOML = """
 [tables.people]
@@ -139,10 +140,112 @@ def test_describe_and_signature(catalog):
 
 
 def test_categorical_values_may_be_numbers_as_strings():
-    c = col({"type": "categorical", "values": ["1", "2"]})
-    assert c.labels() == ["1", "2"]
-    with pytest.raises(CatalogError, match="string literal"):
-        c.compare("=", 1)
+    c = col({"type": "categorical", "values": ["1", "2", "2.5"]})
+    assert c.labels() == ["1", "2", "2.5"]
+    # A number is compared by value with the one declared value that reads as it.
+    np.testing.assert_array_equal(c.compare("=", 1), [1, 0, 0])
+    np.testing.assert_array_equal(c.one_of([2, 2.5]), [0, 1, 1])
+    with pytest.raises(CatalogError, match="string literal \\(3: no declared value reads as it\\)"):
+        c.compare("=", 3)
+    ambiguous = col({"type": "categorical", "values": ["2", "02"]})
+    with pytest.raises(CatalogError, match="several declared values read as it"):
+        ambiguous.compare("=", 2)
+
+
+# --- boolean, date and timestamp columns ------------------------------------------------------------
+
+def test_boolean_column():
+    married = col(boolean(nullable=True))
+    assert (married.size, married.labels(), married.sql_type, married.describe()) == (3, [False, True, None],
+                                                                                      "BOOLEAN", "boolean, nullable")
+    np.testing.assert_array_equal(married.compare("=", True), [0, 1, 0])
+    np.testing.assert_array_equal(married.compare("<>", "false"), [0, 1, 0])
+    np.testing.assert_array_equal(married.bin_values(), [0, 1, 0])
+    with pytest.raises(CatalogError, match="compare it with TRUE or FALSE, not 2"):
+        married.compare("=", 2)
+
+
+def test_date_column_days_months_and_years():
+    day = col(date("2015-01-01", "2024-12-31"))
+    assert (day.size, day.sql_type, day.binned) == (3653, "DATE", False)
+    assert day.labels()[:2] == [dt.date(2015, 1, 1), dt.date(2015, 1, 2)] and day.labels()[-1] == dt.date(2024, 12, 31)
+    assert day.describe() == "date from 2015-01-01 to 2024-12-31 by day (3653 periods)"
+    np.testing.assert_array_equal(np.flatnonzero(day.compare("=", "2015-01-03")), [2])
+    assert day.compare("<=", dt.date(2015, 1, 3)).sum() == 3 and day.compare(">", "2024-12-30").sum() == 1
+    month = col({"type": "date", "min": dt.date(2015, 3, 17), "max": "2016-02-01", "granularity": "month"})
+    assert month.size == 12 and month.labels()[0] == dt.date(2015, 3, 1) and month.binned
+    assert month.compare(">=", "2015-06-01").sum() == 9
+    assert month.nearest_edge("2015-06-20") == ("2015-07-01", "x is binned by month: the literal 2015-06-20 was "
+                                                              "answered at the nearest period start, 2015-07-01")
+    year = col(date("2015-06-01", "2024-01-01", granularity="year"))
+    assert year.labels() == [dt.date(y, 1, 1) for y in range(2015, 2025)]
+
+
+def test_timestamp_column():
+    hour = col(timestamp("2020-01-01 00:30:00", "2020-01-02 23:59:59", nullable=True))
+    assert (hour.size, hour.sql_type) == (49, "TIMESTAMP")
+    assert hour.labels()[1] == dt.datetime(2020, 1, 1, 1) and hour.representatives()[-1] is None
+    np.testing.assert_array_equal(np.flatnonzero(hour.compare("<", "2020-01-01 03:00:00")), [0, 1, 2])
+    with pytest.raises(CatalogError, match="binned by hour: compare it with <"):
+        hour.compare("=", "2020-01-01 03:00:00")
+    with pytest.raises(CatalogError, match="outside the declared domain of 'x' \\[2020-01-01 00:00:00, 2020-01-03"):
+        hour.compare("<", "2020-01-04")
+    strict = col({**timestamp("2020-01-01", "2020-01-02", granularity="minute"), "strict": True})
+    with pytest.raises(CatalogError, match="not a period start of 'x'.*declared strict\\): use 2020-01-01 00:01:00 or"):
+        strict.nearest_edge("2020-01-01 00:01:30")
+
+
+def test_temporal_and_boolean_bin_sql_in_duckdb_and_spark_sql():
+    """Dates, timestamps and booleans bin in DuckDB, and their SQL transpiles to Spark's dialect."""
+    import sqlglot
+    con = duckdb.connect()
+    cases = [
+        (date("2020-01-01", "2020-12-31"), "DATE",
+         [("2019-05-01", 0), ("2020-01-01", 0), ("2020-02-01", 31), ("2020-12-31", 365), ("2031-01-01", 365)]),
+        (date("2020-01-15", "2021-06-30", granularity="month"), "DATE",
+         [("2020-01-01", 0), ("2020-01-31", 0), ("2020-02-01", 1), ("2021-06-30", 17), ("2022-01-01", 17)]),
+        (timestamp("2020-01-01", "2020-01-01 23:59:59"), "TIMESTAMP",
+         [("2020-01-01 00:59:59", 0), ("2020-01-01 01:00:00", 1), ("2020-01-01 23:10:00", 23)]),
+        (timestamp("2020-01-01", "2020-01-01 01:00:00", granularity="minute"), "TIMESTAMP",
+         [("2020-01-01 00:10:30", 10), ("2020-01-01 01:00:00", 60)]),
+        (boolean(nullable=True), "BOOLEAN", [(True, 1), (False, 0), (None, 2)]),
+    ]
+    for decl, sql_type, values in cases:
+        column = col(decl, name="My Col")
+        for value, expected in values:
+            got = con.execute(f'SELECT {column.bin_sql()} FROM (SELECT CAST(? AS {sql_type}) AS "My Col")',
+                              [value]).fetchone()[0]
+            assert got == expected, (decl, value, got)
+        assert sqlglot.transpile(column.bin_sql(), read="duckdb", write="spark")
+
+
+INVALID_TEMPORAL = [
+    ({"type": "date", "min": "2020-01-01", "max": "2020-12-31", "granularity": "hour"}, "granularity must be one of"),
+    ({"type": "date", "max": "2020-12-31"}, "date columns need min"),
+    ({"type": "date", "min": "2021-01-01", "max": "2020-12-31"}, "min must not be after max"),
+    ({"type": "date", "min": "soon", "max": "2020-12-31"}, "x.min must be a date or timestamp"),
+    ({"type": "timestamp", "min": "2000-01-01", "max": "2020-12-31", "granularity": "minute"}, "more than 10\\^6"),
+    ({"type": "boolean", "values": [True]}, "unknown keys \\['values'\\]"),
+    ({"type": "numeric", "min": 0, "max": 1, "bins": 2, "strict": "yes"}, "strict must be true or false"),
+]
+
+
+@pytest.mark.parametrize("decl,message", INVALID_TEMPORAL)
+def test_invalid_temporal_declarations(decl, message):
+    with pytest.raises(CatalogError, match=message):
+        parse_column("x", decl)
+
+
+def test_toml_dates_are_declared_as_strings_or_toml_dates():
+    text = """
+        [tables.e.columns]
+        d = { type = "date", min = 2015-01-01, max = "2015-12-31", granularity = "month" }
+        t = { type = "timestamp", min = 2020-01-01T00:00:00, max = 2020-01-01T12:00:00, granularity = "hour" }
+        m = { type = "boolean" }
+    """
+    table = Catalog.from_toml(text).get("e")
+    assert table.domain.sizes == (12, 13, 2)
+    assert "('d', 'date from 2015-01-01 to 2015-12-01 by month (12 periods)')" in table.signature()
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -150,7 +253,7 @@ def test_categorical_values_may_be_numbers_as_strings():
 INVALID_COLUMNS = [
     ({}, "needs a type"),
     ("integer", "needs a type"),
-    ({"type": "date"}, "unknown type 'date'"),
+    ({"type": "datetime"}, "unknown type 'datetime'"),
     ({"type": "integer", "min": 0, "max": 1, "bins": 3}, r"unknown keys \['bins'\]"),
     ({"type": "numeric", "min": 0, "max": 1, "bins": 3, "values": []}, r"unknown keys \['values'\]"),
     ({"type": "categorical", "values": ["a"], "min": 0}, r"unknown keys \['min'\]"),

@@ -78,7 +78,7 @@ TABLE_FUNCTIONS = ["read_csv('data.duckdb')", "read_csv_auto('people.csv')", "re
                    "duckdb_columns()", "range(3)", "sniff_csv('x.csv')", "parquet_metadata('x.parquet')",
                    "generate_series(1, 3)", "unnest([1, 2])"]
 COLUMNS = ["age", "sex", "income", "secret", "nosuch", "AGE", '"age"', "p.age", "people.age", "1", "NULL",
-           '"age""; DROP TABLE people; --"', "txt", "id"]
+           '"age""; DROP TABLE people; --"', "txt", "id", "age // 5", "upper(sex)", "length(secret)"]
 AGGREGATES = ["COUNT(*)", "COUNT(age)", "SUM(income)", "AVG(age)", "MAX(age)", "MIN(secret)", "COUNT(DISTINCT sex)",
               "SUM(CASE WHEN age > 10 THEN 1 END)", "COUNT(*) FILTER (WHERE sex = 'F')", "*", "secret", "age",
               "SUM(secret)", "AVG(income) * 2", "COUNT(*) OVER ()", "string_agg(secret, ',')", "list(secret)",
@@ -478,6 +478,16 @@ KNOWN_ATTACKS = [
     "SELECT '\ud800'", "SELECT COUNT(*) FROM people WHERE sex = '\udcff'",
     "SELECT COUNT(*) FROM people WHERE " + " OR ".join(f"age = {i % 20}" for i in range(3000)),
     "SELECT " + "(" * 3000 + "1" + ")" * 3000,
+    # expressions evaluated on the declared domain: only deterministic scalar functions of declared columns
+    "SELECT age // 5 AS b, upper(sex) AS s, COUNT(*) FROM people GROUP BY 1, 2",
+    "SELECT COUNT(*) FROM people WHERE sex LIKE 'F%' AND income > 53.1",
+    "SELECT COUNT(*) FROM people WHERE secret LIKE 'S3%'", "SELECT SUM(length(secret)) FROM people",
+    "SELECT COUNT(*) FROM people WHERE sex LIKE (SELECT secret FROM people LIMIT 1)",
+    "SELECT COUNT(*) FROM people WHERE current_setting('threads') = sex", "SELECT COUNT(*) FROM people WHERE random() < 0.5",
+    "SELECT COUNT(*) FROM people WHERE getenv('HOME') = sex",
+    "SELECT COUNT(*) FROM people WHERE length(sex || (SELECT COUNT(*) FROM read_text('people.csv'))) > 0",
+    "SELECT COUNT(*) FROM people WHERE sex = (FROM query('SELECT secret FROM people'))",
+    "SELECT nextval('s') > age, COUNT(*) FROM people GROUP BY 1",
     # meta commands
     ".schema people'; DROP TABLE people; --", ".explain SELECT secret FROM people", ".mode nosuch",
     ".output a\x00b", ".output \ud800", ".maxrows -1", ".timer maybe", ".nosuch", ".budget; DROP TABLE people",

@@ -21,6 +21,7 @@ Everything else is refused with a ProgrammingError that names the construct.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -31,10 +32,11 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from dpsql.catalog import Catalog, Table
-from dpsql.columns import CATEGORICAL, KEY, Column
+from dpsql.columns import INTEGER, KEY, NUMERIC, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
-from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, literal_value
-from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
+from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, condition_sql, literal_value
+from dpsql.sql.grouping import expression_key, group_label
+from dpsql.sql.lookups import GroupKey, PublicTables, SlicedMap, group_layout, parse_lookups
 from mechanisms.matrices import Dense, Diagonal
 from mechanisms.workload import Block, Predicate, Term
 
@@ -123,6 +125,7 @@ class CompiledQuery:
     output_names: list[str]
     output_aggregate: list[int | None]  # per output column: index of a bare aggregate
     selection: KeySelection | None = None
+    notes: list[str] = field(default_factory=list)  # how the compiler read the query, for `Result.notes`
     blocks: list[Block] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -232,6 +235,8 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     def rewrite(node: exp.Expression) -> exp.Expression:
         if _is_aggregate_node(node):
             return exp.column(f"__agg_{aggregate_index(node)}")
+        if (label := group_label(node, groups)) is not None:  # a GROUP BY expression
+            return label
         if isinstance(node, exp.Column):
             return _rewrite_column(node, compiler, groups, output_aliases)
         return node
@@ -273,7 +278,7 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
             "selecting columns of a protected table without aggregates would release raw rows; "
             "use COUNT, SUM or AVG (with GROUP BY for per-value answers)"
         )
-    return CompiledQuery(sql, table, groups, aggregates, template, names, bare)
+    return CompiledQuery(sql, table, groups, aggregates, template, names, bare, notes=compiler.notes)
 
 
 def _source(resolved) -> tuple:
@@ -371,10 +376,9 @@ def _group_by(tree: exp.Select, items: list[exp.Expression], compiler: Expressio
         elif isinstance(g, exp.Column) and not g.table and g.name in aliases and g.name not in compiler.table.columns:
             target = aliases[g.name]
         if not isinstance(target, exp.Column):
-            raise NotSupportedError(
-                f"GROUP BY {g.sql()!r}: only declared columns can be grouped by "
-                "(declare a coarser column in the catalog to group by buckets)"
-            )
+            if all(k.source != ("expression", target.sql()) for k in out):
+                out.append(expression_key(target, f"__group_{len(out)}", compiler))
+            continue
         column = compiler.resolve(target)
         if all(k.source != _source(column) for k in out):
             if hasattr(column, "group_key"):
@@ -419,10 +423,6 @@ def _key_selection(tree: exp.Select, items: list[exp.Expression], compiler: Expr
     return KeySelection(table, column.name, clique, indicator)
 
 
-# Conditions of COUNT(DISTINCT unit) are listed as the cells that meet them: at most this many.
-_MAX_LISTED_CELLS = 100_000
-
-
 def _distinct_units(tree: exp.Select, items: list[exp.Expression], compiler: ExpressionCompiler, where: Condition,
                     lookups) -> Table | None:
     """The `Table.distinct_units` table a COUNT(DISTINCT <privacy unit>) query counts, if it is one.
@@ -439,29 +439,10 @@ def _distinct_units(tree: exp.Select, items: list[exp.Expression], compiler: Exp
         raise NotSupportedError(
             f"COUNT(DISTINCT {table.unit.column}) counts privacy units, not rows: ask it in a query of its own "
             "(no other aggregates, FILTER or joins)")
-    group = tuple(k.attribute for k in _group_by(tree, items, compiler))
-    return table.distinct_units(group, condition_sql(table, where))
-
-
-def condition_sql(table: Table, where: Condition) -> str:
-    """SQL over the table's columns that is true on the rows meeting `where`: the cells of the attributes
-    it reads that meet it, listed (dpsql's own SQL, never the analyst's)."""
-    clique = table.domain.canonical(where.true.attributes())
-    if not clique:
-        return "TRUE" if float(where.true.dense((), table.domain)) else "FALSE"
-    indicator = where.true.dense(clique, table.domain).reshape(-1)
-    if not np.all((indicator == 0) | (indicator == 1)):
-        raise NotSupportedError("this WHERE must keep or drop whole rows (no weights)")
-    meets = np.flatnonzero(indicator)
-    cells = indicator.size
-    listed, negate = (meets, "") if 2 * len(meets) <= cells else (np.setdiff1d(np.arange(cells), meets), "NOT ")
-    if len(listed) > _MAX_LISTED_CELLS:
-        raise NotSupportedError("the WHERE spans too many cells of its columns to list; simplify it")
-    if not len(listed):
-        return "TRUE" if negate else "FALSE"
-    strides = np.cumprod([1] + [table.domain.size_of(a) for a in reversed(clique)])[:-1][::-1]
-    cell = " + ".join(f"{table.columns[a].bin_sql()} * {int(s)}" for a, s in zip(clique, strides))
-    return f"({cell}) {negate}IN ({', '.join(str(int(c)) for c in listed)})"
+    keys = _group_by(tree, items, compiler)
+    if any(k.mapped for k in keys):
+        raise NotSupportedError(f"COUNT(DISTINCT {table.unit.column}) groups by declared columns, not expressions")
+    return table.distinct_units(tuple(k.attribute for k in keys), condition_sql(table, where))
 
 
 @dataclass(frozen=True)
@@ -496,7 +477,7 @@ def compile_cell_counts(tree: exp.Expression, catalog: Catalog) -> CellCounts:
     compiler = ExpressionCompiler(table, alias, [])
     where = compiler.condition(tree.args["where"].this) if tree.args.get("where") else ALWAYS
     groups = _group_by(tree, list(tree.expressions), compiler)
-    if any(k.index is not None for k in groups):
+    if any(k.mapped for k in groups):
         raise NotSupportedError("a continual query groups by declared integer, numeric or categorical columns")
     counts = []
     for item in tree.expressions:
@@ -611,7 +592,7 @@ def _compile_quantile(agg: exp.Expression, node: exp.Expression, compiler: Expre
     if not isinstance(arg, exp.Column) or isinstance(arg.this, exp.Star):
         raise NotSupportedError(f"{node.sql()!r}: a quantile is taken of one declared column, not an expression")
     column = compiler.resolve(arg)
-    if not isinstance(column, Column) or column.kind == CATEGORICAL:
+    if not isinstance(column, Column) or column.kind not in (INTEGER, NUMERIC):
         raise CatalogError(f"{node.sql()!r}: a quantile needs an integer or numeric column of the catalog")
     group_by, mapped = layout
     if column.name in group_by or column.name in mapped:
@@ -692,8 +673,11 @@ def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[
     and of sums in other units are compared on one scale.
     """
     group_by, mapped = layout
+    choices = [m.terms if isinstance(m, SlicedMap) else [(m, {})] for m in mapped.values()]  # a key's slices
     terms = []
-    for coef, factors in predicate.factors():
+    for (coef, factors), chosen in itertools.product(predicate.factors(), itertools.product(*choices)):
+        for vectors in (v for _, v in chosen):
+            factors = {**factors, **{a: factors[a] * x if a in factors else x for a, x in vectors.items()}}
         _check_magnitudes(name, coef, factors.values())
         mats = {}
         for attr, vector in factors.items():
@@ -704,7 +688,7 @@ def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[
                     mats[attr] = Diagonal(vector)
             elif not np.all(vector == 1.0):
                 mats[attr] = Dense(vector[None, :])
-        for attr, mapping in mapped.items():
+        for attr, (mapping, _) in zip(mapped, chosen):
             mats[attr] = Dense(mapping * factors[attr][None, :] if attr in factors else mapping)
         terms.append(Term(coef, mats))
     block = Block(name, group_by, terms, mapped_rows={a: m.shape[0] for a, m in mapped.items()})

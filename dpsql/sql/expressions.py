@@ -1,5 +1,8 @@
 """SQL scalar expressions over one protected table, compiled to per-cell functions.
 
+Comparisons, IN, IS, CASE and arithmetic by literals compile natively; any other deterministic
+scalar expression of declared columns (functions, LIKE, column against column) is evaluated by
+DuckDB on the declared domain (`dpsql.sql.evaluation`) and compiled from that public table.
 Conditions compile to SQL's three-valued logic as a pair of `Predicate`s:
 the indicator of cells where the condition is TRUE and where it is FALSE
 (the rest, involving NULLs, is UNKNOWN). Value expressions inside aggregates
@@ -15,11 +18,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
+import numpy as np
 from sqlglot import exp
 
 from dpsql.catalog import Table
-from dpsql.columns import CATEGORICAL
+from dpsql.columns import BOOLEAN, KEY, NUMERIC
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
+from dpsql.sql.evaluation import Evaluated, Resolved, evaluate, to_predicate
 from mechanisms.rap.multilinear import BooleanFunction
 from mechanisms.workload import MAX_PREDICATE_TERMS, Predicate
 
@@ -92,6 +97,8 @@ def literal_value(node: exp.Expression):
             return float(text)
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal):
         return literal_value(node.this)
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
     raise ProgrammingError(f"expected a literal, got {node.sql()!r}")
 
 
@@ -114,6 +121,7 @@ class ExpressionCompiler:
         self.table = table
         self.alias = alias
         self.lookups = list(lookups)
+        self.notes: list[str] = []  # what the answer's reader should know (expressions evaluated on bins)
 
     # --- columns ------------------------------------------------------------
     def resolve(self, node: exp.Column):
@@ -137,7 +145,8 @@ class ExpressionCompiler:
         while isinstance(node, exp.Paren):
             node = node.this
         if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
-            node = node.this
+            column = self.resolve(node.this)  # a numeric cast of a number is the number; other casts are evaluated
+            return column if getattr(column, "numeric", False) and node.to.is_type(*exp.DataType.NUMERIC_TYPES) else None
         if isinstance(node, exp.Column):
             return self.resolve(node)
         return None
@@ -154,6 +163,13 @@ class ExpressionCompiler:
             return self.condition(node.this).negate()
         if isinstance(node, exp.Boolean):
             return ALWAYS if node.this else ALWAYS.negate()
+        try:
+            return self._native_condition(node)
+        except _NotNative:
+            return self._evaluated_condition(node)
+
+    def _native_condition(self, node: exp.Expression) -> Condition:
+        """The conditions compiled without evaluation; ProgrammingError for the others."""
         if type(node) in _COMPARISON:
             return self._comparison(_COMPARISON[type(node)], node.this, node.expression)
         if isinstance(node, exp.Between):
@@ -168,11 +184,52 @@ class ExpressionCompiler:
             return self._in(node)
         if isinstance(node, exp.Is):
             return self._is(node)
-        if isinstance(node, exp.Column):
-            raise ProgrammingError(
-                f"{node.sql()!r} is not a condition: compare the column with a literal"
-            )
-        raise ProgrammingError(f"unsupported condition {node.sql()!r}: {_hint(node)}")
+        column = self._column(node) if isinstance(node, exp.Column) else None
+        if column is not None and column.kind == BOOLEAN:  # WHERE married
+            return self._split(column, column.compare("=", True))
+        raise _NotNative(f"unsupported condition {node.sql()!r}")
+
+    # --- evaluation on the declared domain ---------------------------------------------
+    def evaluated(self, node: exp.Expression) -> Evaluated:
+        """`node` evaluated by DuckDB on the declared values of the columns it reads (`dpsql.sql.evaluation`)."""
+        binned: list[str] = []
+
+        def resolve(column: exp.Column) -> Resolved:
+            found = self.resolve(column)
+            if hasattr(found, "lookup"):  # a looked-up attribute: a value per bin of its join column
+                return found.name, list(found.values)
+            if found.is_open:
+                raise CatalogError(found.not_released())
+            if (found.binned or found.kind == KEY) and found.name not in binned:
+                binned.append(found.name)
+            return found.name, found.representatives()
+
+        result = evaluate(node, resolve, self.table.domain)
+        for name in binned:
+            column = self.table.column(name)
+            what = "midpoint" if column.kind == NUMERIC else "start"
+            note = (f"{node.sql()} is evaluated on the released keys of {name}: on the keys not released it is NULL"
+                    if column.kind == KEY else f"{node.sql()} is evaluated on the bins of {name} (each bin's {what}), "
+                    f"not on its raw values: {column.describe()}")
+            if note not in self.notes:
+                self.notes.append(note)
+        return result
+
+    def _evaluated_condition(self, node: exp.Expression) -> Condition:
+        result = self.evaluated(node)
+        if not result.is_boolean:
+            raise ProgrammingError(f"{node.sql()!r} is not a condition (its type is {result.sql_type}): compare it "
+                                   "with a value")
+        true = result.numbers
+        return Condition(to_predicate(true, result.attributes),
+                         to_predicate(result.present - true, result.attributes))
+
+    def _evaluated_value(self, node: exp.Expression) -> Value:
+        result = self.evaluated(node)
+        present = to_predicate(result.present, result.attributes)
+        if result.numbers is None:
+            return Value(None, present)
+        return Value(to_predicate(result.numbers, result.attributes), present)
 
     def _comparison(self, op: str, left: exp.Expression, right: exp.Expression) -> Condition:
         for side, other, o in ((left, right, op), (right, left, _FLIPPED[op])):
@@ -183,15 +240,14 @@ class ExpressionCompiler:
         if column is None:
             column, literal, op = self._column(right), left, _FLIPPED[op]
         if column is None:
-            raise ProgrammingError(
-                f"unsupported comparison {left.sql()} {written} {right.sql()}: compare a declared "
-                f"column with a literal"
-            )
+            raise _NotNative(f"unsupported comparison {left.sql()} {written} {right.sql()}")
         if not _is_literal(literal):
-            raise ProgrammingError(
-                f"comparisons must be between a column and a literal; {literal.sql()!r} is not a literal"
-            )
+            raise _NotNative(f"{literal.sql()!r} is not a literal")
         value = literal_value(literal)
+        if hasattr(column, "nearest_edge") and op not in ("=", "<>"):
+            value, note = column.nearest_edge(value)
+            if note and note not in self.notes:
+                self.notes.append(note)
         true = column.compare(op, value)
         return self._split(column, true)
 
@@ -233,9 +289,7 @@ class ExpressionCompiler:
         its truth table, in the conditions' TRUE indicators or (when shorter) their FALSE ones.
         """
         if not _is_literal(other) or isinstance(literal_value(other), str):
-            raise ProgrammingError(
-                f"a sum of conditions must be compared with a numeric literal, not {other.sql()!r}"
-            )
+            raise _NotNative(f"a sum of conditions compared with {other.sql()!r}")
         bound = _exact(literal_value(other), other)
         constant, atoms = terms
         if len(atoms) > MAX_THRESHOLD_CONDITIONS:
@@ -277,14 +331,19 @@ class ExpressionCompiler:
             raise ProgrammingError("subqueries are not supported in IN: list the literal values")
         column = self._column(node.this)
         if column is None:
-            raise ProgrammingError(f"IN needs a declared column on its left, got {node.this.sql()!r}")
+            raise _NotNative(f"IN of {node.this.sql()!r}")
+        if not all(_is_literal(e) for e in node.expressions):
+            raise _NotNative(f"IN of expressions {node.sql()!r}")
         values = [literal_value(e) for e in node.expressions]
         return self._split(column, column.one_of(values))
 
     def _is(self, node: exp.Is) -> Condition:
         column = self._column(node.this)
+        if column is not None and isinstance(node.expression, exp.Boolean) and column.kind == BOOLEAN:
+            true = column.compare("=", bool(node.expression.this))  # IS TRUE / IS FALSE: never UNKNOWN
+            return Condition(Predicate.on(column.name, true), Predicate.on(column.name, 1.0 - true))
         if column is None or not isinstance(node.expression, exp.Null):
-            raise ProgrammingError(f"unsupported IS test {node.sql()!r}: use <column> IS [NOT] NULL")
+            raise _NotNative(f"unsupported IS test {node.sql()!r}")
         return Condition(
             Predicate.on(column.name, column.is_null()), Predicate.on(column.name, column.not_null())
         )
@@ -298,7 +357,7 @@ class ExpressionCompiler:
         if isinstance(node, exp.Column):
             column = self.resolve(node)
             present = Predicate.on(column.name, column.not_null())
-            if column.kind == CATEGORICAL:
+            if not column.numeric:
                 return Value(None, present)
             return Value(Predicate.on(column.name, column.bin_values()), present)
         if _is_literal(node):
@@ -307,12 +366,12 @@ class ExpressionCompiler:
                 return Value(None, ONE)
             return Value(Predicate.constant(_finite(v, node)), ONE)
         if isinstance(node, exp.Cast):
-            inner = node.this
-            if isinstance(inner, exp.Paren):
-                inner = inner.this
+            inner = _unparen(node.this)
             if _is_condition(inner):
                 return self._indicator(self.condition(inner))
-            return self.value(node.this)
+            if isinstance(inner, exp.Column) and self._column(node) is not None:  # a number cast to a number
+                return self.value(inner)
+            return self._evaluated_value(node)  # a cast that may round, parse or format
         if _is_condition(node):
             return self._indicator(self.condition(node))
         if isinstance(node, exp.Neg):
@@ -325,12 +384,15 @@ class ExpressionCompiler:
             total = self._numeric(left, node) + self._numeric(right, node).scale(sign)
             return Value(total * present, present)
         if isinstance(node, (exp.Mul, exp.Div)):
-            return self._scaled(node)
+            try:
+                return self._scaled(node)
+            except _NotNative:
+                return self._evaluated_value(node)
         if isinstance(node, exp.Case):
             return self._case(node)
         if isinstance(node, exp.If):
             return self._branches([(node.this, node.args.get("true"))], node.args.get("false"))
-        raise ProgrammingError(f"unsupported expression {node.sql()!r} inside an aggregate: {_hint(node)}")
+        return self._evaluated_value(node)
 
     def _numeric(self, v: Value, node: exp.Expression) -> Predicate:
         if v.value is None:
@@ -355,9 +417,7 @@ class ExpressionCompiler:
             except OverflowError as e:
                 raise NotSupportedError(f"{node.sql()!r}: {e}") from None
         if not _is_literal(right) or isinstance(literal_value(right), str):
-            raise ProgrammingError(
-                f"{node.sql()!r}: inside an aggregate, divide only by a numeric literal"
-            )
+            raise _NotNative(f"{node.sql()!r}: a quotient by an expression")
         factor = _finite(literal_value(right), right)
         if isinstance(node, exp.Div):
             if factor == 0:
@@ -399,6 +459,35 @@ class ExpressionCompiler:
         return Value(value if numeric else None, present)
 
 
+# Conditions written as SQL (`condition_sql`) list the cells that meet them: at most this many.
+_MAX_LISTED_CELLS = 100_000
+
+
+def condition_sql(table: Table, where: Condition) -> str:
+    """SQL over the table's columns that is true on the rows meeting `where`: the cells of the attributes
+    it reads that meet it, listed (dpsql's own SQL, never the analyst's)."""
+    clique = table.domain.canonical(where.true.attributes())
+    if not clique:
+        return "TRUE" if float(where.true.dense((), table.domain)) else "FALSE"
+    indicator = where.true.dense(clique, table.domain).reshape(-1)
+    if not np.all((indicator == 0) | (indicator == 1)):
+        raise NotSupportedError("this WHERE must keep or drop whole rows (no weights)")
+    meets = np.flatnonzero(indicator)
+    cells = indicator.size
+    listed, negate = (meets, "") if 2 * len(meets) <= cells else (np.setdiff1d(np.arange(cells), meets), "NOT ")
+    if len(listed) > _MAX_LISTED_CELLS:
+        raise NotSupportedError("the WHERE spans too many cells of its columns to list; simplify it")
+    if not len(listed):
+        return "TRUE" if negate else "FALSE"
+    strides = np.cumprod([1] + [table.domain.size_of(a) for a in reversed(clique)])[:-1][::-1]
+    cell = " + ".join(f"{table.columns[a].bin_sql()} * {int(s)}" for a, s in zip(clique, strides))
+    return f"({cell}) {negate}IN ({', '.join(str(int(c)) for c in listed)})"
+
+
+class _NotNative(ProgrammingError):
+    """A construct the compiler has no rule for: it is evaluated on the declared domain instead."""
+
+
 def _unparen(node: exp.Expression) -> exp.Expression:
     while isinstance(node, exp.Paren):
         node = node.this
@@ -434,11 +523,3 @@ def _is_condition(node: exp.Expression) -> bool:
     return isinstance(node, (exp.And, exp.Or, exp.Not, exp.Between, exp.In, exp.Is, exp.Boolean)) or (
         type(node) in _COMPARISON
     )
-
-
-def _hint(node: exp.Expression) -> str:
-    if isinstance(node, exp.Subquery) or node.find(exp.Select):
-        return "subqueries are not supported; run the inner query separately"
-    if isinstance(node, exp.Like) or isinstance(node, exp.ILike):
-        return "pattern matching is not supported; use = or IN with declared values"
-    return "only comparisons of declared columns with literals, BETWEEN, IN, IS NULL, AND, OR, NOT, CASE and +,-,*,/ by literals are supported"

@@ -41,7 +41,10 @@ class GroupKey:
 
     `labels` are the groups' values; `index` maps each bin of `attribute` to its group
     (-1: in none), None when the key is the attribute itself. `source` identifies
-    what the query named (a declared column, or a lookup's attribute).
+    what the query named (a declared column, a lookup's attribute, an expression). A key
+    that is a function of several attributes has `slices` instead of `index`: (index, vectors
+    over other attributes) pairs, each cell in the group the index of the one slice whose
+    vectors hold there give (`dpsql.sql.grouping`).
     """
 
     name: str
@@ -49,17 +52,35 @@ class GroupKey:
     labels: list
     index: np.ndarray | None = None
     source: tuple = field(default=())
+    slices: list[tuple[np.ndarray, dict[str, np.ndarray]]] | None = None
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the key maps its attribute's bins onto other groups (not the attribute itself)."""
+        return self.index is not None or self.slices is not None
 
 
-def group_layout(keys: list[GroupKey], domain: Domain) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+@dataclass(frozen=True)
+class SlicedMap:
+    """The rows of an attribute grouped by a key of several attributes: the sum over `terms` of each
+    0/1 matrix (groups × bins) times its vectors over other attributes."""
+
+    terms: list[tuple[np.ndarray, dict[str, np.ndarray]]]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.terms[0][0].shape
+
+
+def group_layout(keys: list[GroupKey], domain: Domain) -> tuple[tuple[str, ...], dict[str, np.ndarray | SlicedMap]]:
     """Block structure of GROUP BY `keys`: attributes grouped as themselves (domain order), and
-    per attribute grouped through lookups, the 0/1 matrix mapping its bins onto its rows
-    (its keys' groups combined in the keys' order)."""
+    per attribute grouped through lookups or expressions, the 0/1 matrix mapping its bins onto its
+    rows (its keys' groups combined in the keys' order; a `SlicedMap` for a key of several attributes)."""
     by_attribute: dict[str, list[GroupKey]] = {}
     for key in keys:
         by_attribute.setdefault(key.attribute, []).append(key)
     direct = tuple(
-        a for a in domain.canonical(by_attribute) if len(by_attribute[a]) == 1 and by_attribute[a][0].index is None
+        a for a in domain.canonical(by_attribute) if len(by_attribute[a]) == 1 and not by_attribute[a][0].mapped
     )
     mapped = {}
     for attribute, group in by_attribute.items():
@@ -72,12 +93,19 @@ def group_layout(keys: list[GroupKey], domain: Domain) -> tuple[tuple[str, ...],
                 f"grouping by {', '.join(k.source[-1] for k in group)} maps {n} values of {attribute!r} onto "
                 f"{prod(sizes)} groups, too many to plan; group by fewer looked-up attributes"
             )
-        index = [np.arange(n) if k.index is None else k.index for k in group]
-        bins = np.nonzero(np.all([i >= 0 for i in index], axis=0))[0]
-        matrix = np.zeros((prod(sizes), n))
-        if bins.size:
-            matrix[np.ravel_multi_index([i[bins] for i in index], sizes), bins] = 1.0
-        mapped[attribute] = matrix
+        sliced = [k for k in group if k.slices is not None]
+        if len(sliced) > 1:
+            raise NotSupportedError(f"GROUP BY {', '.join(k.source[-1] for k in sliced)}: at most one expression of "
+                                    "several columns can be grouped by per column")
+        terms = []
+        for chosen, vectors in sliced[0].slices if sliced else [(None, {})]:
+            index = [chosen if k.slices is not None else np.arange(n) if k.index is None else k.index for k in group]
+            bins = np.nonzero(np.all([i >= 0 for i in index], axis=0))[0]
+            matrix = np.zeros((prod(sizes), n))
+            if bins.size:
+                matrix[np.ravel_multi_index([i[bins] for i in index], sizes), bins] = 1.0
+            terms.append((matrix, vectors))
+        mapped[attribute] = SlicedMap(terms) if sliced else terms[0][0]
     return direct, mapped
 
 
@@ -100,6 +128,10 @@ class LookupColumn:
         present = [v for v in labels if v is not None]
         self.kind = NUMERIC if present and all(_number(v) for v in present) else CATEGORICAL
         self.source = ("lookup", lookup.alias.lower(), attribute.lower())
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind == NUMERIC
 
     @property
     def reference(self) -> str:
