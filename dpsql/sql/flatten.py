@@ -121,7 +121,7 @@ def _row_level(inner: exp.Expression, protected: dict[str, str]) -> bool:
     if not isinstance(inner, exp.Select) or any(inner.args.get(k) for k in _NOT_ROW_LEVEL):
         return False
     table = _from(inner)
-    if not isinstance(table, exp.Table) or table.name.lower() not in protected or table.db:
+    if not isinstance(table, exp.Table) or table.name.lower() not in protected:
         return False
     return not any(_in_scope(n, inner) for n in inner.find_all(exp.AggFunc, exp.Window))
 
