@@ -432,7 +432,9 @@ class Session:
             self._compiled.move_to_end(key)
             return self._compiled[key]
         _, tokens = self.protected.scan(sql)
-        tree = flatten(_substitute(parse_statement(sql, self.dialect, tokens), params), self.protected.names)
+        public: list[str] = []  # public subqueries run in the workspace, their values inlined (`flatten`)
+        tree = flatten(_substitute(parse_statement(sql, self.dialect, tokens), params), self.protected.names,
+                       lambda query: public.append(query) or self.workspace.run(query).rows)
         if isinstance(tree, Composite):  # DP parts and what is done with their answers (`dpsql.post_processing`)
             composite = compile_composite(tree, sql, label, lambda part, name: self._compile(
                 part, label=name, weight=weight, catalog=catalog), self.workspace)
@@ -456,7 +458,7 @@ class Session:
             assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
         if cached:
             self._compiled[key] = compiled
-            if tree.args.get("joins"):
+            if tree.args.get("joins") or public:
                 self._joins.add(key)
             while len(self._compiled) > COMPILED_CACHE:
                 self._compiled.popitem(last=False)

@@ -215,3 +215,24 @@ def test_composites_in_workloads_describe_and_explain(conn):
     results = conn.session.execute(f"BEGIN WORKLOAD; {sql}; SELECT COUNT(*) FROM people UNION ALL "
                                    "SELECT SUM(age) FROM people; END WORKLOAD")
     assert [len(r.rows) for r in results] == [1, 2] and sum(r.charged for r in results) > 0
+
+
+def test_public_subqueries_in_a_dp_query_are_inlined(conn):
+    direct, _ = run(conn, "SELECT COUNT(*) FROM people WHERE region IN ('Midwest', 'South', 'West')")
+    for sql in ("SELECT COUNT(*) FROM people WHERE region IN (SELECT region FROM regions WHERE pop > 60)",
+                "SELECT COUNT(*) FROM people WHERE region NOT IN (SELECT region FROM regions WHERE pop < 60)",
+                "SELECT COUNT(*) FROM people WHERE region IN (SELECT region FROM regions WHERE pop > 60) "
+                "AND EXISTS (SELECT 1 FROM regions)"):
+        rows, result = run(conn, sql)
+        assert rows == direct and result.charged == 0  # the same query: free, the same answer
+    rows, _ = run(conn, "SELECT COUNT(*) FROM people WHERE age >= (SELECT MIN(pop) FROM regions)")
+    assert rows == run(conn, "SELECT COUNT(*) FROM people WHERE age >= 57")[0]
+    spent = conn.budget.spent.rho
+    for sql, message in [
+        ("SELECT COUNT(*) FROM people WHERE age > (SELECT pop FROM regions)", "4 rows where one value"),
+        ("SELECT COUNT(*) FROM people WHERE region IN (SELECT region FROM nosuch)", "cannot run: Table with name"),
+        ("SELECT COUNT(*) FROM people WHERE age > (SELECT AVG(age) FROM people)", "ask the subquery on its own"),
+    ]:
+        with pytest.raises(dpsql.Error, match=message):
+            run(conn, sql)
+    assert conn.budget.spent.rho == spent

@@ -15,7 +15,10 @@ These passes rewrite the sqlglot tree, in order (`PASSES`), before the compiler 
 
 Then `split` says what the statement is:
 
-- a `exp.Select` over a protected table: one DP query, compiled as usual;
+- a `exp.Select` over a protected table: one DP query, compiled as usual; a subquery in it that reads no
+  protected table (``WHERE region IN (SELECT region FROM regions WHERE ...)``, a scalar subquery, EXISTS) is
+  public SQL: given `evaluate` (the analyst's workspace), it runs first and its values replace it as literals
+  (`inline_public_subqueries`);
 - a `Composite`: every SELECT that reads a protected table directly (an aggregate query: a *DP part*)
   is cut out and replaced by ``SELECT * FROM __dpsql_part_<i>``; what remains (`outer`) is
   post-processing of the parts' noisy answers, SQL that reads no protected table
@@ -27,11 +30,16 @@ Everything here is a rewrite of the statement's text: no data is read.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Callable
 
 from sqlglot import exp
 
-from dpsql.errors import NotSupportedError, ProgrammingError
+from dpsql.errors import Error, NotSupportedError, ProgrammingError
 
 _WITH = "with_" if "with_" in exp.Select.arg_types else "with"
 _FROM = "from_" if "from_" in exp.Select.arg_types else "from"
@@ -52,9 +60,11 @@ class Composite:
     union: str | None = None
 
 
-def flatten(tree: exp.Expression, protected: dict[str, str]) -> exp.Select | Composite:
+def flatten(tree: exp.Expression, protected: dict[str, str],
+            evaluate: Callable[[str], list[tuple]] | None = None) -> exp.Select | Composite:
     """The DP query a statement means, or its DP parts and what is done with them (see the module
-    docstring). `protected` maps the protected tables' lower-case names to their names."""
+    docstring). `protected` maps the protected tables' lower-case names to their names; `evaluate` runs
+    public SQL (a query reading no protected table) and returns its rows."""
     if not isinstance(tree, exp.Query):
         raise NotSupportedError(
             f"protected tables are read-only through dpsql (the data owner administers them in DuckDB); "
@@ -62,7 +72,8 @@ def flatten(tree: exp.Expression, protected: dict[str, str]) -> exp.Select | Com
     try:
         for rewrite in PASSES:
             tree = rewrite(tree, protected)
-        return split(tree, protected)
+        shape = split(tree, protected)
+        return inline_public_subqueries(shape, protected, evaluate) if isinstance(shape, exp.Select) else shape
     except RecursionError:
         raise ProgrammingError("the query nests subqueries too deeply to compile; simplify it") from None
 
@@ -235,6 +246,68 @@ def split(tree: exp.Expression, protected: dict[str, str]) -> exp.Select | Compo
     return Composite(parts, None if union else outer, union)
 
 
+# A public subquery inlined into a DP query may give at most this many values.
+MAX_INLINED_VALUES = 10_000
+
+
+def inline_public_subqueries(select: exp.Select, protected: dict[str, str],
+                             evaluate: Callable[[str], list[tuple]] | None) -> exp.Select:
+    """Each subquery of a DP query that reads no protected table, run by `evaluate` and replaced by its
+    values: ``x IN (SELECT ...)`` by the list, a scalar subquery by its one value, EXISTS by TRUE/FALSE.
+    A subquery that reads a protected table is refused: its noisy answer would shape the query."""
+    for node in list(select.find_all(exp.Select)):
+        if node is select or node.parent is None or node.find_ancestor(exp.Select) is not select:
+            continue  # the query itself, or inside another subquery: replaced with it
+        if _names_protected(node, protected):
+            raise NotSupportedError(
+                "a subquery that reads a protected table, inside a DP query that reads one too, would shape the "
+                "query by its noisy answer: ask the subquery on its own first, then use its answer as a literal")
+        if evaluate is None:
+            continue
+        holder = node.parent if isinstance(node.parent, exp.Subquery) else node
+        try:
+            rows = evaluate(node.sql(dialect="duckdb"))
+        except Error as e:
+            reason = re.sub(r"^[A-Za-z ]*Error: ", "", str(e))
+            raise ProgrammingError(f"the subquery {node.sql()!r} cannot run: {reason}") from None
+        if rows and len(rows[0]) != 1:
+            raise ProgrammingError(f"the subquery {node.sql()!r} must select one column")
+        if len(rows) > MAX_INLINED_VALUES:
+            raise NotSupportedError(f"the subquery {node.sql()!r} gives {len(rows)} values; at most "
+                                    f"{MAX_INLINED_VALUES} are inlined into a DP query")
+        values = [_literal(r[0]) for r in rows]
+        context = holder.parent
+        if isinstance(holder.parent, exp.Exists):
+            holder.parent.replace(exp.true() if rows else exp.false())
+        elif isinstance(context, exp.In) and context.args.get("query") is holder:
+            context.set("query", None)
+            if values:
+                context.set("expressions", values)
+            else:  # x IN (empty): FALSE (NOT IN: TRUE)
+                context.replace(exp.false())
+        else:
+            if len(rows) > 1:
+                raise ProgrammingError(f"the subquery {node.sql()!r} gives {len(rows)} rows where one value is "
+                                       "expected")
+            holder.replace(values[0] if values else exp.null())
+    return select
+
+
+def _literal(value) -> exp.Expression:
+    """A public value as a SQL literal."""
+    if value is None:
+        return exp.null()
+    if isinstance(value, bool):
+        return exp.true() if value else exp.false()
+    if isinstance(value, (int, float, Decimal)):
+        return exp.Literal.number(value)
+    if isinstance(value, (date, datetime)):
+        kind = "TIMESTAMP" if isinstance(value, datetime) else "DATE"
+        return exp.cast(exp.Literal.string(value.isoformat(sep=" ") if kind == "TIMESTAMP" else value.isoformat()),
+                        kind)
+    return exp.Literal.string(str(value))
+
+
 def _reads_protected(select: exp.Select, protected: dict[str, str]) -> bool:
     """Whether the SELECT reads a protected table itself (in its FROM or joins, not in a subquery)."""
     sources = [_from(select), *(j.this for j in select.args.get("joins") or [])]
@@ -268,4 +341,5 @@ def _is_part_reference(select: exp.Select) -> bool:
             and not select.args.get("where"))
 
 
-__all__ = ["Composite", "PART_PREFIX", "PASSES", "flatten", "inline_ctes", "merge_row_level", "split"]
+__all__ = ["Composite", "PART_PREFIX", "PASSES", "flatten", "inline_ctes", "inline_public_subqueries",
+           "merge_row_level", "split"]
