@@ -230,7 +230,7 @@ def _union(parts: list[Result], distinct: bool) -> Result:
             raise ProgrammingError(f"the selects of a UNION must have as many columns each: the first has "
                                    f"{len(first.columns)}, select {i} has {len(part.columns)}")
         for j, (a, b) in enumerate(zip(first.types, part.types)):
-            if _numeric(a) != _numeric(b):
+            if _numeric(a) != _numeric(b) and "NULL" not in (a, b):
                 raise ProgrammingError(f"column {j + 1} of the UNION is {a} in the first select but {b} in select "
                                        f"{i}: cast one of them")
     rows, stderr, seen = [], [], set()
