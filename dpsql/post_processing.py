@@ -208,6 +208,9 @@ def _apply(outer: Outer, parts: list[Result], static_only: bool) -> Result:
             "the query over DP answers failed on the noisy values (a cast out of range, a division by zero, a "
             "math domain error...); the message is withheld, as it may quote them. Asking again is free and "
             "fails the same way: change the outer expressions") from None
+    except (pa.ArrowException, ValueError, TypeError):  # a value Arrow cannot hold: said without it
+        raise ProgrammingError("the DP answers could not be handed to the query over them (a value of a type "
+                               "it cannot hold); nothing in them is shown") from None
     finally:
         con.close()
     width = len(described) - sum(k is not None for k in outer.kept)
