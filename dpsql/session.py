@@ -612,7 +612,8 @@ class Session:
         if statements and isinstance(statements[0], BeginWorkload):
             sizing = self._workload_sizing(statements[0])
         queries = [take_weight(st.sql) for st in statements if not isinstance(st, (BeginWorkload, EndWorkload))]
-        compiled = parts_of([self._compile(sql, label=f"q{i}", weight=w) for i, (sql, w) in enumerate(queries, start=1)])
+        compiled = parts_of([self._compile(sql, label=f"q{i}", weight=w)
+                             for i, (sql, w) in enumerate(queries, start=1)])
         plans = self.executor.plan(compiled, sizing)
         pending = self.executor.uncovered(compiled, sizing.measure_unmeasured)
         for name, (table, plan) in plans.items():

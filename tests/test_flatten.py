@@ -139,7 +139,8 @@ def test_outer_query_over_dp_answers_is_post_processing(conn):
 
 def test_post_processing_joins_public_tables(conn):
     rows, result = run(conn, "WITH c AS (SELECT region, COUNT(*) AS n FROM people GROUP BY region) "
-                             "SELECT c.region, n / r.pop AS per FROM c JOIN regions r ON c.region = r.region ORDER BY 1")
+                             "SELECT c.region, n / r.pop AS per FROM c JOIN regions r ON c.region = r.region "
+                             "ORDER BY 1")
     assert [r[0] for r in rows] == ["Midwest", "Northeast", "South", "West"] and result.charged > 0
     assert result.columns == ["region", "per"]
 
