@@ -237,3 +237,13 @@ def test_public_subqueries_in_a_dp_query_are_inlined(conn):
         with pytest.raises(dpsql.Error, match=message):
             run(conn, sql)
     assert conn.budget.spent.rho == spent
+
+
+def test_stderr_columns_of_composites(conn):
+    conn.cursor().execute("SET dpsql.stderr = on")
+    sql = "SELECT COUNT(*) AS n FROM people UNION ALL SELECT COUNT(*) FROM people WHERE sex = 'F'"
+    assert conn.session.describe(sql).columns == ["n", "n_stderr"]
+    rows, result = run(conn, sql)
+    assert result.columns == ["n", "n_stderr"] and all(r[1] > 0 for r in rows)
+    rows, result = run(conn, "SELECT n, n / 2 AS half FROM (SELECT COUNT(*) AS n FROM people) t")
+    assert result.columns == ["n", "n_stderr", "half", "half_stderr"] and rows[0][1] > 0 and rows[0][3] is None
