@@ -265,6 +265,8 @@ def inline_public_subqueries(select: exp.Select, protected: dict[str, str],
         if evaluate is None:
             continue
         holder = node.parent if isinstance(node.parent, exp.Subquery) else node
+        if not isinstance(holder.parent, exp.Condition):  # a table (FROM, JOIN), not a value: left as it is
+            continue
         try:
             rows = evaluate(node.sql(dialect="duckdb"))
         except Error as e:
