@@ -51,6 +51,11 @@ def composite(sql: str) -> Composite:
     # ORDER BY an output name stays a reference to the output
     ("SELECT s, COUNT(*) AS n FROM (SELECT sex AS s FROM people) GROUP BY s ORDER BY n DESC, s",
      'SELECT sex AS "s", COUNT(*) AS n FROM people GROUP BY sex ORDER BY n DESC, s'),
+    # counting distinct rows of units (and groups) is counting distinct units
+    ("SELECT COUNT(*) FROM (SELECT DISTINCT person_id FROM people WHERE age > 3) t",
+     "SELECT COUNT(DISTINCT person_id) FROM people WHERE age > 3"),
+    ("SELECT sex, COUNT(*) AS n FROM (SELECT DISTINCT person_id, sex FROM people) GROUP BY 1 ORDER BY n",
+     "SELECT sex, COUNT(DISTINCT person_id) AS n FROM people GROUP BY 1 ORDER BY n"),
     ("SELECT COUNT(*) FROM (SELECT * FROM people) AS t(a, b)", None),
 ])
 def test_row_level_subqueries_and_ctes_flatten_into_one_query(sql, expected):
@@ -80,6 +85,8 @@ def test_aggregate_subqueries_and_unions_are_dp_parts():
     assert union.union == "all" and union.outer is None and len(union.parts) == 3
     assert union.parts[2].sql() == "SELECT AVG(age) FROM people WHERE sex = 'F'"
     assert composite("SELECT COUNT(*) FROM people UNION SELECT SUM(age) FROM people").union == "distinct"
+    pairs = composite("SELECT COUNT(*) FROM (SELECT DISTINCT person_id, sex FROM people) t")  # not one unit each
+    assert pairs.parts[0].args.get("distinct") is not None  # left for the compiler to refuse
     ordered = composite("SELECT COUNT(*) AS n FROM people UNION ALL SELECT SUM(age) FROM people ORDER BY n")
     assert ordered.union is None and ordered.outer is not None  # ORDER BY over the union: SQL over the parts
 

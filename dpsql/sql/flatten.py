@@ -11,7 +11,9 @@ These passes rewrite the sqlglot tree, in order (`PASSES`), before the compiler 
    protected table is merged into the query that reads it, innermost first (so any depth): its WHERE is
    ANDed in, and each reference to one of its columns is replaced by the column's expression. The
    result is the one DP query the statement means; whether its expressions compile is the compiler's
-   business.
+   business. Counting distinct rows is counting distinct units: ``SELECT g, COUNT(*) FROM (SELECT DISTINCT
+   user_id, g FROM visits) GROUP BY g`` is ``SELECT g, COUNT(DISTINCT user_id) FROM visits GROUP BY g``
+   (`_distinct_count`; the compiler accepts it when user_id is the privacy unit).
 
 Then `split` says what the statement is:
 
@@ -116,7 +118,8 @@ def merge_row_level(tree: exp.Expression, protected: dict[str, str]) -> exp.Expr
     for select in reversed(list(tree.find_all(exp.Select))):  # find_all is breadth-first: reversed, deepest first
         while True:
             source = _from(select)
-            if not (isinstance(source, exp.Subquery) and _row_level(source.this, protected)):
+            if not isinstance(source, exp.Subquery) or not (
+                    _row_level(source.this, protected) or _distinct_count(select, source, protected)):
                 break
             _merge(select, source)
     return tree
@@ -135,6 +138,44 @@ def _row_level(inner: exp.Expression, protected: dict[str, str]) -> bool:
     if not isinstance(table, exp.Table) or table.name.lower() not in protected:
         return False
     return not any(_in_scope(n, inner) for n in inner.find_all(exp.AggFunc, exp.Window))
+
+
+def _distinct_count(outer: exp.Select, source: exp.Subquery, protected: dict[str, str]) -> bool:
+    """Rewrite ``COUNT(*)`` over ``SELECT DISTINCT u[, g...]`` (the outer grouped by the g's) into
+    ``COUNT(DISTINCT u)`` over the subquery without DISTINCT (which is then row-level); False, changing
+    nothing, for any other shape."""
+    inner = source.this
+    distinct = inner.args.get("distinct") if isinstance(inner, exp.Select) else None
+    if distinct is None or distinct.args.get("on") or outer.args.get("joins"):
+        return False
+    inner.set("distinct", None)
+    row_level = _row_level(inner, protected)
+    inner.set("distinct", distinct)
+    counts = [n for n in outer.find_all(exp.AggFunc) if _in_scope(n, outer)]
+    if not row_level or not counts or any(
+            not isinstance(c, exp.Count) or isinstance(c.parent, exp.Filter)
+            or not (c.this is None or isinstance(c.this, exp.Star) or (isinstance(c.this, exp.Literal)
+                                                                       and not c.this.is_string))
+            for c in counts):
+        return False
+    names = [e.alias_or_name.lower() for e in inner.expressions]
+    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+           for e in inner.expressions):
+        return False
+    grouped = set()
+    for g in (outer.args["group"].expressions if outer.args.get("group") else []):
+        if isinstance(g, exp.Literal) and not g.is_string and 1 <= int(g.name) <= len(outer.expressions):
+            g = outer.expressions[int(g.name) - 1]
+            g = g.this if isinstance(g, exp.Alias) else g
+        if isinstance(g, exp.Column):
+            grouped.add(g.name.lower())
+    units = [n for n in names if n not in grouped]
+    if len(units) != 1:
+        return False
+    for count in counts:
+        count.replace(exp.Count(this=exp.Distinct(expressions=[exp.column(units[0], table=source.alias or None)])))
+    inner.set("distinct", None)
+    return True
 
 
 def _in_scope(node: exp.Expression, select: exp.Select) -> bool:

@@ -80,6 +80,8 @@ SELECT COUNT(*) AS n FROM visits WHERE pages BETWEEN 5 AND 10;
 SELECT region, SUM(amount) AS total, COUNT(*) AS n FROM visits GROUP BY 1 ORDER BY 1;
 SELECT region, APPROX_QUANTILES(amount, 4) FROM visits GROUP BY region;
 SELECT EXTRACT(YEAR FROM visit_date) AS year, COUNT(*) AS n FROM visits GROUP BY year ORDER BY year;
+SELECT COUNT(*) AS users FROM (SELECT DISTINCT user_id FROM visits WHERE channel = 'web') AS u;
+SELECT region, COUNT(*) AS users FROM (SELECT DISTINCT user_id, region FROM visits) AS u GROUP BY region;
 SELECT COUNT(*) FROM visits WHERE visit_date >= DATE '2024-01-01';
 SELECT region, AVG(amount) FROM visits WHERE visit_date BETWEEN '2023-06-01' AND '2023-08-31' GROUP BY region;
 
@@ -110,6 +112,7 @@ SELECT marital, COUNT(*) FROM people WHERE age >= 18 AND age < 65 GROUP BY marit
 SELECT sex, COUNT(*) FILTER (WHERE income > 0) AS earners, COUNT(*) AS n FROM people GROUP BY sex;
 SELECT COUNT(DISTINCT user_id) FROM visits WHERE channel = 'store';
 SELECT channel, COUNT(DISTINCT user_id) FROM visits GROUP BY channel;
+SELECT channel, COUNT(*) FROM (SELECT DISTINCT channel, user_id FROM visits WHERE pages > 1) d GROUP BY channel;
 SELECT age, COUNT(*) FROM people GROUP BY age ORDER BY age;
 SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) FROM people GROUP BY decade ORDER BY decade;
 
