@@ -43,6 +43,12 @@ def composite(sql: str) -> Composite:
     ("WITH a AS (SELECT * FROM people p WHERE p.age > 20), b AS (SELECT age, income FROM a WHERE age < 60) "
      "SELECT SUM(income) FROM b",
      "SELECT SUM(income) FROM people AS p WHERE p.age > 20 AND age < 60"),
+    # a CTE's column names, and a WITH inside a subquery shadowing an outer one
+    ("WITH c(g, a) AS (SELECT sex, age FROM people) SELECT x.g, COUNT(*) FROM c AS x WHERE a > 3 GROUP BY x.g",
+     'SELECT sex AS "g", COUNT(*) FROM people WHERE age > 3 GROUP BY sex'),
+    ("WITH a AS (SELECT * FROM people WHERE age > 1) SELECT COUNT(*) FROM "
+     "(WITH a AS (SELECT * FROM people WHERE age > 2) SELECT * FROM a) t",
+     "SELECT COUNT(*) FROM people WHERE age > 2"),
     # a derived column is inlined where it is used (whether it then compiles is the compiler's business)
     ("SELECT b, COUNT(*) FROM (SELECT age / 10 AS b FROM people) GROUP BY b",
      'SELECT (age / 10) AS "b", COUNT(*) FROM people GROUP BY (age / 10)'),

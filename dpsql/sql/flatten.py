@@ -86,20 +86,25 @@ def inline_ctes(tree: exp.Expression, protected: dict[str, str]) -> exp.Expressi
     return _inline(tree.copy(), {}, protected)
 
 
-def _inline(node: exp.Expression, scope: dict[str, exp.Query], protected: dict[str, str]) -> exp.Expression:
+def _inline(node: exp.Expression, scope: dict[str, exp.CTE], protected: dict[str, str]) -> exp.Expression:
     with_ = node.args.get(_WITH) if isinstance(node, exp.Query) else None
-    if with_ is not None:
-        if with_.args.get("recursive") and any(_names_protected(c.this, protected) for c in with_.expressions):
+    if with_ is not None and with_.args.get("recursive"):
+        if any(_names_protected(c.this, protected) for c in with_.expressions):
             raise NotSupportedError("WITH RECURSIVE over a protected table is not supported; a recursive query "
                                     "can release raw rows")
+    elif with_ is not None:
         scope = dict(scope)
         for cte in with_.expressions:
-            scope[cte.alias_or_name.lower()] = _inline(cte.this, scope, protected)
+            scope[cte.alias_or_name.lower()] = exp.CTE(this=_inline(cte.this, scope, protected),
+                                                      alias=cte.args["alias"].copy())
         node.set(_WITH, None)
     if (isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and not node.db
             and node.name.lower() in scope):
-        alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
-        return exp.Subquery(this=scope[node.name.lower()].copy(), alias=alias)
+        cte = scope[node.name.lower()]
+        alias = (node.args.get("alias") or cte.args["alias"]).copy()
+        if not alias.columns and cte.args["alias"].columns:  # WITH c(x, y) AS (...): the columns' names
+            alias.set("columns", [c.copy() for c in cte.args["alias"].columns])
+        return exp.Subquery(this=cte.this.copy(), alias=alias)
     for key, value in list(node.args.items()):
         if isinstance(value, exp.Expression):
             node.set(key, _inline(value, scope, protected))
