@@ -25,8 +25,10 @@ from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.continual import ContinualQueries
 from dpsql.executor import Executor, local_plan
 from dpsql.ledger import Ledger
+from dpsql.post_processing import CompositeQuery, answers, compile_composite, dry_run, parts_of
 from dpsql.result import Result, assemble
 from dpsql.sql.compiler import CompiledQuery, compile_tree, parse_statement
+from dpsql.sql.flatten import Composite, flatten
 from dpsql.sql.lookups import PublicTables
 from dpsql.sql.public import ProtectedNames
 from dpsql.sql.statements import (
@@ -144,7 +146,7 @@ class Session:
         self._pending: list[str] = []
         # Compiled DP queries by (text, label, weight): kept across statements (a re-ask compiles nothing)
         # unless they join public tables, which the workspace may change; those last one `execute`.
-        self._compiled: OrderedDict[tuple[str, str, float], CompiledQuery] = OrderedDict()
+        self._compiled: OrderedDict[tuple[str, str, float], CompiledQuery | CompositeQuery] = OrderedDict()
         self._joins: set[tuple[str, str, float]] = set()
         self.protected = ProtectedNames(catalog, self.dialect)
         workspace.declare_protected(list(catalog.tables.values()))
@@ -335,7 +337,7 @@ class Session:
                 if isinstance(st, (Explain, Sql)):
                     sql, weight = take_weight(st.sql)
                     if self.protected.reference(sql) is not None:
-                        out.append(self._compile(sql, weight=weight))
+                        out += parts_of([self._compile(sql, weight=weight)])
             except Error:
                 if not skip_errors:
                     raise
@@ -393,7 +395,8 @@ class Session:
         compiled = self._compile(sql, params, weight=weight)
         if compiled.selection is not None:
             return self._release_keys(compiled, sql, params, weight)
-        return self.executor.execute([compiled], sql, self._sizing())[0]
+        results = self.executor.execute(parts_of([compiled]), sql, self._sizing())
+        return self.executor.answered(lambda: answers([compiled], results))[0]
 
     def _release_keys(self, compiled: CompiledQuery, sql: str, params, weight: float) -> Result:
         """A query grouped by a key column whose keys are not released: release them by partition selection
@@ -426,7 +429,7 @@ class Session:
         return result
 
     def _compile(self, sql: str, params=None, label: str = "", weight: float = 1.0,
-                 catalog: Catalog | None = None) -> CompiledQuery:
+                 catalog: Catalog | None = None) -> CompiledQuery | CompositeQuery:
         """A statement that names a protected table, compiled as a DP query (or refused), its blocks'
         weights multiplied by `weight`; the outer template is then evaluated once on zeros, so errors
         there (HAVING, ORDER BY, LIMIT on noisy values) surface before anything is charged. A query that
@@ -438,14 +441,17 @@ class Session:
         if cached and key in self._compiled:
             self._compiled.move_to_end(key)
             return self._compiled[key]
-        protected, tokens = self.protected.scan(sql)
-        tree = parse_statement(sql, self.dialect, tokens)
-        if not isinstance(tree, exp.Select):
-            raise NotSupportedError(
-                f"protected table {protected!r} is read-only through dpsql (the data owner "
-                f"administers it in DuckDB); only SELECT with aggregates is allowed"
-            )
-        tree = _substitute(tree, params)
+        _, tokens = self.protected.scan(sql)
+        public: list[str] = []  # public subqueries run in the workspace, their values inlined (`flatten`)
+        tree = flatten(_substitute(parse_statement(sql, self.dialect, tokens), params), self.protected.names,
+                       lambda query: public.append(query) or self.workspace.run(query).rows)
+        if isinstance(tree, Composite):  # DP parts and what is done with their answers (`dpsql.post_processing`)
+            composite = compile_composite(tree, sql, label, lambda part, name: self._compile(
+                part, label=name, weight=weight, catalog=catalog), self.workspace)
+            if cached:
+                self._compiled[key] = composite
+                self._joins.add(key)  # it may read public tables, which the workspace may change
+            return composite
         lookups = PublicTables(self.workspace.prepare(tree), self.protected.names)
         try:
             compiled = compile_tree(tree, sql, current, label, lookups)
@@ -462,7 +468,7 @@ class Session:
             assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
         if cached:
             self._compiled[key] = compiled
-            if tree.args.get("joins"):
+            if tree.args.get("joins") or public:
                 self._joins.add(key)
             while len(self._compiled) > COMPILED_CACHE:
                 self._compiled.popitem(last=False)
@@ -496,9 +502,10 @@ class Session:
         if begin.pareto:
             return [self.pareto(queries, sizing, weights)]
         if begin.explain:
-            return [self._explain_result(self.executor.plan(compiled, sizing, timed=True))]
+            return [self._explain_result(self.executor.plan(parts_of(compiled), sizing, timed=True))]
         statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
-        return self.executor.execute(compiled, statement, sizing)
+        results = self.executor.execute(parts_of(compiled), statement, sizing)
+        return self.executor.answered(lambda: answers(compiled, results))
 
     def dropped_rows(
         self, table: str, epsilon: float | None = None, rho: float | None = None, cap: int | None = None
@@ -532,6 +539,10 @@ class Session:
         if not params and parse_statement(sql, self.dialect).find(exp.Placeholder):
             return None
         compiled = self._compile(sql, params, weight=weight)
+        if isinstance(compiled, CompositeQuery):
+            shape = dry_run(compiled.outer, compiled.parts)
+            shape.rows, shape.stderr = [], []
+            return (shape.with_stderr_columns() if self.stderr_columns else shape) if shape.columns else None
         if compiled.selection is not None:  # the columns it will have once the keys are released
             selection = compiled.selection
             over = self.catalog.with_keys({(selection.table.name, selection.column): ()})
@@ -549,6 +560,8 @@ class Session:
         compiled = self._compile(sql, weight=weight)
         if compiled.selection is not None:
             return self._explain_key_release(compiled.selection)
+        if isinstance(compiled, CompositeQuery):
+            return self._explain_result(self.executor.plan(compiled.parts, self._sizing(), timed=True))
         if compiled.table.is_local and compiled.table.opt_in is None:  # a hybrid table: its opt-in part's plan
             text = local_plan(compiled.table)
             return Result(["plan"], [(text,)], kind="explain", plan=text)
@@ -585,7 +598,7 @@ class Session:
         for i, text in enumerate(queries, start=1):
             sql, weight = take_weight(text)
             weight *= 1.0 if weights is None else checked("weight", weights[i - 1], f"the weight of query {i}")
-            compiled.append(self._compile(sql, label=f"q{i}" if len(queries) > 1 else "", weight=weight))
+            compiled += parts_of([self._compile(sql, label=f"q{i}" if len(queries) > 1 else "", weight=weight)])
             if compiled[-1].selection is not None or compiled[-1].table.is_local:
                 raise NotSupportedError("EXPLAIN PARETO plans measurements: not a key release or local-DP reports")
         rows, notes = [], []
@@ -610,7 +623,8 @@ class Session:
         if statements and isinstance(statements[0], BeginWorkload):
             sizing = self._workload_sizing(statements[0])
         queries = [take_weight(st.sql) for st in statements if not isinstance(st, (BeginWorkload, EndWorkload))]
-        compiled = [self._compile(sql, label=f"q{i}", weight=w) for i, (sql, w) in enumerate(queries, start=1)]
+        compiled = parts_of([self._compile(sql, label=f"q{i}", weight=w)
+                             for i, (sql, w) in enumerate(queries, start=1)])
         plans = self.executor.plan(compiled, sizing)
         pending = self.executor.uncovered(compiled, sizing.measure_unmeasured)
         for name, (table, plan) in plans.items():

@@ -488,6 +488,14 @@ KNOWN_ATTACKS = [
     "SELECT COUNT(*) FROM people WHERE length(sex || (SELECT COUNT(*) FROM read_text('people.csv'))) > 0",
     "SELECT COUNT(*) FROM people WHERE sex = (FROM query('SELECT secret FROM people'))",
     "SELECT nextval('s') > age, COUNT(*) FROM people GROUP BY 1",
+    # subqueries, CTEs, UNION and queries over DP answers (issue 29): flattened, split into DP parts, or refused
+    "SELECT * FROM (SELECT * FROM people) t", "SELECT COUNT(*) FROM (SELECT * FROM people WHERE secret = 'a') t",
+    "SELECT secret FROM people UNION ALL SELECT COUNT(*) FROM people",
+    "WITH c AS (SELECT sex, COUNT(*) AS n FROM people GROUP BY sex) SELECT * FROM c, people_view",
+    "SELECT COUNT(*) FROM people WHERE sex IN (SELECT secret FROM people)",
+    "SELECT COUNT(*) FROM people WHERE sex IN (SELECT txt FROM public_notes)",
+    "SELECT * FROM (SELECT COUNT(*) AS n FROM people) t, (SELECT secret FROM people) u",
+    "SELECT n FROM (SELECT COUNT(*) AS n FROM people) t WHERE n > (SELECT COUNT(*) FROM people_view)",
     # meta commands
     ".schema people'; DROP TABLE people; --", ".explain SELECT secret FROM people", ".mode nosuch",
     ".output a\x00b", ".output \ud800", ".maxrows -1", ".timer maybe", ".nosuch", ".budget; DROP TABLE people",
