@@ -323,6 +323,8 @@ def _accounted(session) -> list[float]:
         try:
             results = execute(script, params)
         except dpsql.Error as e:
+            if _after_charge(e) and made:  # noise is born charged: the failing statement paid, and asking again is free
+                made.pop()
             _check_charges(made, getattr(e, "partial_results", []), script)
             raise
         _check_charges(made, results, script)
@@ -330,6 +332,12 @@ def _accounted(session) -> list[float]:
 
     session.ledger.charge_all, session.execute = counted_charge_all, checked_execute
     return every
+
+
+def _after_charge(error: Exception) -> bool:
+    """Whether a statement failed after its charge (forming the answer, or drawing its noise)."""
+    return str(error).startswith(("the answer could not be formed from its charged measurements",
+                                  "the release failed after its noise was drawn"))
 
 
 def _check_charges(made, released, script):
@@ -456,6 +464,9 @@ def world(tmp_path_factory):
 
 
 KNOWN_ATTACKS = [
+    # outer expressions that fail on noisy values only (issue 28): charged, no value in the message, free again
+    "SELECT CAST(COUNT(*) * 1000 AS TINYINT) FROM people WHERE age >= 70",
+    "SELECT CASE WHEN AVG(age) > 10 THEN error('avg ' || AVG(age)) END FROM people",
     "DROP TABLE people", "DELETE FROM people", "UPDATE people SET age = 1",
     "INSERT INTO people VALUES (1, 'F', 1, 'x')",
     "ALTER TABLE people ADD COLUMN x INT", "CREATE VIEW v AS SELECT * FROM people", "COPY people TO 'out.csv'",
