@@ -167,7 +167,6 @@ def synthesize(
         else:
             sample = result.model.sample(rows, np.random.default_rng(session.rng.randbelow(2**63)))
         write_parquet(protected, sample, partial)
-        os.replace(partial, out)
     except (OSError, OperationalError) as e:
         partial.unlink(missing_ok=True)
         cause = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
@@ -175,6 +174,11 @@ def synthesize(
             f"the synthesis was charged and its measurements are kept (later queries on {protected.name!r} answer "
             f"from them), but the file {str(out)!r} could not be written: {cause}; free space or choose another "
             "path, then synthesize again") from None
+    try:
+        os.replace(partial, out)
+    except OSError as e:  # charged: the paid file stays where it was written
+        raise OperationalError(f"the synthetic data was written to {str(partial)!r} but could not be renamed to "
+                               f"{str(out)!r} ({e.strerror}); it is paid for, move it by hand") from None
     cliques_of_model = getattr(result.model, "cliques", (tuple(domain.attributes),))
     return SynthesisReport(
         out, len(sample), mechanism, session.amount(budget), len(result.measurements),

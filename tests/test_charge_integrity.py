@@ -94,7 +94,9 @@ def test_a_failing_scan_charges_nothing(people, monkeypatch):
         assert c.ledger.charges() == []
 
 
-def test_synthesis_charges_only_once_its_file_is_written(people, tmp_path, monkeypatch):
+def test_a_synthesis_whose_write_fails_is_charged_once_and_says_so(people, tmp_path, monkeypatch):
+    """Noise is born charged: the file is written after the charge (a write failing on the noisy data's size
+    before it would have been a free retry), so a failed write is charged, named, and keeps the measurements."""
     with _connect(people) as c:
         def failing_write(table, bins, path):
             raise OperationalError("disk full")
@@ -102,13 +104,13 @@ def test_synthesis_charges_only_once_its_file_is_written(people, tmp_path, monke
         real = dpsql.synth.write_parquet
         monkeypatch.setattr(dpsql.synth, "write_parquet", failing_write)
         out = tmp_path / "people.parquet"
-        with pytest.raises(OperationalError, match="disk full"):
+        with pytest.raises(OperationalError, match="charged .* could not be written: disk full"):
             synthesize(c, "people", 0.5, out, mechanism="mst", rows=100)
-        assert c.ledger.charges() == [] and list(tmp_path.iterdir()) == []
+        assert len(c.ledger.charges()) == 1 and list(tmp_path.iterdir()) == []
         monkeypatch.setattr(dpsql.synth, "write_parquet", real)
         report = synthesize(c, "people", 0.5, out, mechanism="mst", rows=100)
-        assert out.exists() and len(c.ledger.charges()) == 1
-        assert c.ledger.charges()[0].cost == pytest.approx(report.charged.rho)
+        assert out.exists() and len(c.ledger.charges()) == 2
+        assert c.ledger.charges()[1].cost == pytest.approx(report.charged.rho)
 
 
 def test_a_synthesis_paid_for_is_delivered_even_if_the_rename_fails(people, tmp_path, monkeypatch):
