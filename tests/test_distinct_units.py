@@ -101,3 +101,11 @@ def test_a_table_without_a_unit_says_count_star_counts_its_units(tmp_path):
                          epsilon=1.0)
     with pytest.raises(NotSupportedError, match="COUNT\\(\\*\\) counts them"):
         conn.cursor().execute("SELECT COUNT(DISTINCT a) FROM t")
+
+
+def test_qualified_names_in_a_count_of_units(database, tmp_path):
+    """BI tools qualify every column with its table: that failed with "unknown table qualifier"."""
+    cur = _connect(database, tmp_path).cursor()
+    rows = cur.execute('SELECT "orders"."region", COUNT(DISTINCT "orders"."customer") FROM orders '
+                       'GROUP BY "orders"."region" ORDER BY 1').fetchall()
+    assert [r[0] for r in rows] == ["N", "S"] and all(abs(r[1] - CUSTOMERS / 2) < 150 for r in rows)

@@ -211,7 +211,7 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         return CompiledQuery(sql, table, [], [], tree, [], [], selection)
     units = _distinct_units(tree, select_items, compiler, where, lookups)
     if units is not None:  # COUNT(DISTINCT unit) is COUNT(*) of the table of distinct (unit, group) pairs
-        table, compiler, where = units, ExpressionCompiler(units, alias, []), ALWAYS
+        table, compiler, where = units, ExpressionCompiler(units, alias or compiler.table.name, []), ALWAYS
     groups = _group_by(tree, select_items, compiler)
     layout = group_layout(groups, table.domain)
 
