@@ -139,8 +139,9 @@ class Workspace:
             except duckdb.Error as e:
                 if self._timed_out:
                     raise OperationalError(
-                        f"the statement ran longer than the workspace's statement_timeout ({self.statement_timeout:g} s) "
-                        "and was stopped; narrow it, or ask the data owner for a longer [workspace] statement_timeout"
+                        f"the statement ran longer than the workspace's statement_timeout ({self.statement_timeout:g} "
+                        "s) and was stopped; narrow it, or ask the data owner for a longer [workspace] "
+                        "statement_timeout"
                     ) from None
                 raise duckdb_error(e) from None
         columns = [d[0] for d in description] if description else []
