@@ -115,7 +115,7 @@ class OutputFiles:
         real = Path(os.path.realpath(text))
         if self._owned(real) or (real.exists() and self._same_file(real.stat())):
             raise ProgrammingError(f"cannot {action} {text!r}: it is one of the data owner's files (data, ledger, "
-                                   "catalog, profile or log)")
+                                   "catalog, profile, log, TLS key or certificate)")
         if self.directory is not None and self.directory not in (real, *real.parents):
             raise ProgrammingError(f"files may only be {done} under {str(self.directory)!r}")
         if self.confined and not real.is_dir() and is_deployment_file(real):
@@ -129,13 +129,15 @@ class OutputFiles:
         if self.directory is None:
             return
         found = [f for f in self.owner_files if self.directory in f.parents]
-        for folder, _, names in os.walk(self.directory):  # symbolic links are not followed (nor read through)
+        for folder, _, names in [] if found else os.walk(self.directory):  # links are not followed
             for name in names:
                 path = Path(folder, name)
-                if path.is_symlink():
+                try:
+                    if not path.is_symlink() and (self._owned(path) or self._same_file(path.stat())
+                                                  or is_deployment_file(path)):
+                        found.append(path)
+                except OSError:  # gone meanwhile
                     continue
-                if self._owned(path) or self._same_file(path.stat()) or is_deployment_file(path):
-                    found.append(path)
         if found:
             shown = ", ".join(repr(str(p)) for p in sorted(set(found))[:5]) + (" ..." if len(set(found)) > 5 else "")
             raise ProfileError(f"the profile's output_dir {str(self.directory)!r} holds the data owner's or a "
