@@ -89,8 +89,7 @@ class Server:
 
     def unregister(self, client: ClientConnection) -> None:
         with self._lock:
-            self._clients.pop(client.pid, None)
-            self._arrived.pop(client.pid, None)
+            self._forget(client)
 
     def cancel(self, pid: int, secret: int) -> None:
         """A cancel request: for a client of this worker, or passed on to the worker serving it."""
@@ -185,8 +184,7 @@ class Server:
                 waiting[c.address] = waiting.get(c.address, 0) + 1
             busiest = max(waiting, key=waiting.get)  # the first address with the most (dicts keep order)
             evicted = next(c for c in pending if c.address == busiest)
-            self._clients.pop(evicted.pid, None)
-            self._arrived.pop(evicted.pid, None)
+            self._forget(evicted)
         _shut(evicted)
         return None
 
@@ -195,9 +193,16 @@ class Server:
         cutoff = time.monotonic() - self.profile.server.authentication_timeout
         with self._lock:
             late = [c for c in self._pending() if self._arrived[c.pid] <= cutoff]
+            for client in late:
+                self._forget(client)
         for client in late:
             log.warning("a client from %s did not log in within the authentication timeout", client.address)
             _shut(client)
+
+    def _forget(self, client: ClientConnection) -> None:
+        """No longer count `client` (under the lock): it is being disconnected, and its thread ends."""
+        self._clients.pop(client.pid, None)
+        self._arrived.pop(client.pid, None)
 
     def stop(self) -> None:
         """Stop accepting clients (safe from a signal handler); `close` then ends the sessions."""
