@@ -11,7 +11,8 @@ declare) appear here as copies, made the first time a statement names them; a
 public view is re-created here from its definition, which must pass the same
 allowlist as the analyst's own SQL, so a view over a protected table never
 appears. Whatever the analyst creates or changes stays in this workspace and is
-gone when the connection closes: the owner's database is never written.
+gone when the connection closes: the owner's database is never written. A statement
+runs at most `statement_timeout` seconds (`[workspace]` in the profile; default 30).
 
 So that clients' catalog queries (`information_schema`, `pg_catalog`, DBeaver's or
 SQLAlchemy's reflection) see the protected tables, each one has an empty stand-in here
