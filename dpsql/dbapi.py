@@ -109,6 +109,7 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
                      dialect: str) -> "Connection":
     """An analyst's connection, everything but their per-query share and dialect from the owner's profile."""
     who = profile.analyst(name)
+    profile.analyst_files().check_directory()
     if profile.log is not None:
         _log_to(profile.log)
     budget = profile.budget
@@ -119,7 +120,7 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
         state=profile.ledger, seed=None, dialect=dialect, read_only=profile.read_only, user=who.name,
         engine=profile.engine, key_delta=budget.get("key_delta"),
         workspace=profile.workspace, allowance=(who.epsilon, who.rho),
-        owner_files=[profile.path, *([profile.log] if profile.log else [])], output_dir=profile.output_dir,
+        owner_files=profile.owner_files(), output_dir=profile.output_dir,
         confined=True,
     )
 

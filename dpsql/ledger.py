@@ -44,6 +44,7 @@ import duckdb
 import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
+from dpsql.ledger_errors import ledger_error
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
@@ -221,12 +222,13 @@ class Ledger:
             self.opened_version = self.version()  # under the lock: the state as the last writer left it
             try:
                 con = duckdb.connect(self.path)
-            except duckdb.Error as e:
-                raise OperationalError(f"cannot open the ledger state database {self.path!r}: {e}") from None
-            try:
-                yield con
+                try:
+                    yield con
+                finally:
+                    con.close()
+            except duckdb.Error as e:  # a full disk, a corrupt file: said as such (`ledger_error`)
+                raise ledger_error(self.path, e) from None
             finally:
-                con.close()
                 self.written_version = self.version()  # still under the lock: exactly the state just left
 
     # --- budget ---------------------------------------------------------------------
@@ -381,7 +383,10 @@ class Ledger:
                     done.append(self._append(con, e))
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:  # a failed COMMIT (a full disk) has already ended the transaction
+                    pass
                 raise
             state = self._status(con), self._delta_spent(con)
         if self.written_version is not None:  # the state just left, as `status` would read it

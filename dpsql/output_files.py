@@ -10,6 +10,13 @@ existing file unless asked to, and reads regular files only. A connection made f
 profile writes and reads only under the profile's `output_dir`, and nowhere when it
 names none: anywhere else the service's account can reach (its own code, its keys) is
 not the analyst's.
+
+Nor are any deployment's files, this one's or another's (`is_deployment_file`): a profile or
+catalog (`*.toml`), a database or ledger (a DuckDB file, whatever its name, and the names
+`*.duckdb`, `*.db`, `*.dpsql-state` with their companions), a log, a TLS key or certificate;
+they are never read or written. A profile connection (the shell's, the server's) refuses
+to start when its `output_dir` holds, at any depth, one of the owner's files or any
+deployment's file (`check_directory`): the directory is the analysts' alone.
 """
 
 from __future__ import annotations
@@ -19,7 +26,31 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Iterable, TextIO
 
-from dpsql.errors import ProgrammingError
+from dpsql.errors import ProfileError, ProgrammingError
+
+# Names of a deployment's files (any deployment's): profiles and catalogs, databases, ledgers and their
+# companions (`.wal`, `.lock`), logs, TLS keys and certificates. A DuckDB file is one by its content too.
+_DEPLOYMENT_NAME_PARTS = (".duckdb", ".dpsql-state")
+_DEPLOYMENT_SUFFIXES = (".toml", ".db", ".wal", ".lock", ".log", ".key", ".pem", ".crt")
+
+
+def is_deployment_file(path: Path) -> bool:
+    """Whether `path` names a deployment's file (see the module docstring), or is a DuckDB database."""
+    name = path.name.lower()
+    if name.endswith(_DEPLOYMENT_SUFFIXES) or any(part in name for part in _DEPLOYMENT_NAME_PARTS):
+        return True
+    try:  # O_NONBLOCK: a FIFO does not wait for a writer; only a regular file's content is read
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        head = os.read(fd, 20) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    # DuckDB's header: an 8-byte checksum, the magic "DUCK", a little-endian 8-byte storage version
+    return len(head) == 20 and head[8:12] == b"DUCK" and head[14:20] == bytes(6)
 
 
 class OutputFiles:
@@ -84,10 +115,35 @@ class OutputFiles:
         real = Path(os.path.realpath(text))
         if self._owned(real) or (real.exists() and self._same_file(real.stat())):
             raise ProgrammingError(f"cannot {action} {text!r}: it is one of the data owner's files (data, ledger, "
-                                   "catalog, profile or log)")
+                                   "catalog, profile, log, TLS key or certificate)")
         if self.directory is not None and self.directory not in (real, *real.parents):
             raise ProgrammingError(f"files may only be {done} under {str(self.directory)!r}")
+        if self.confined and not real.is_dir() and is_deployment_file(real):
+            raise ProgrammingError(f"cannot {action} {text!r}: it is named or made like a deployment's file (a "
+                                   "profile or catalog, a database, a ledger, a log, a TLS key or certificate)")
         return real
+
+    def check_directory(self) -> None:
+        """ProfileError unless the directory holds, at any depth, none of the owner's files (existing or
+        not) and no deployment's file (see the module docstring); nothing to check without a directory."""
+        if self.directory is None:
+            return
+        found = [f for f in self.owner_files if self.directory in f.parents]
+        for folder, _, names in [] if found else os.walk(self.directory):  # links are not followed
+            for name in names:
+                path = Path(folder, name)
+                try:
+                    if not path.is_symlink() and (self._owned(path) or self._same_file(path.stat())
+                                                  or is_deployment_file(path)):
+                        found.append(path)
+                except OSError:  # gone meanwhile
+                    continue
+        if found:
+            shown = ", ".join(repr(str(p)) for p in sorted(set(found))[:5]) + (" ..." if len(set(found)) > 5 else "")
+            raise ProfileError(f"the profile's output_dir {str(self.directory)!r} holds the data owner's or a "
+                               f"deployment's files ({shown}), which analysts' shells could read or replace: give "
+                               "analysts a folder of their own that holds none (e.g. output_dir = \"exports\" beside "
+                               "the data)")
 
     def _owned(self, real: Path) -> bool:
         """`real` is an owner's file or a companion of one (its name extends the owner's file's name)."""

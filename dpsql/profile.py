@@ -25,10 +25,11 @@ threads = 4
 
 [workspace]                        # DuckDB settings of each analyst's workspace
 memory_limit = "1GB"
+statement_timeout = 30             # seconds a public statement may run (default 30; 0: no limit)
 
 [analysts.alice]                   # who may connect, and what each may spend in all
 epsilon = 2                        # or rho = ...; no amount: up to the total
-password = "SCRAM-SHA-256$4096:..." # for `dpsql serve`: a verifier made by `dpsql passwd alice`
+password = "SCRAM-SHA-256$4096:..." # for `dpsql serve`: a SCRAM-SHA-256 verifier made by `dpsql passwd alice`
 
 [server]                           # `dpsql serve`: the PostgreSQL-wire endpoint
 listen = "127.0.0.1:5433"          # host:port (port 0: any free port, printed at start)
@@ -36,6 +37,8 @@ tls_cert = "server.crt"            # optional: TLS with this certificate and key
 tls_key = "server.key"
 max_connections = 64               # per worker
 workers = 4                        # processes serving clients (default 1); use about one per core
+authentication_timeout = 60        # seconds a client has to log in (default 60, as PostgreSQL's)
+max_unauthenticated = 16           # per worker: clients not yet logged in (default 16), at most 4 per address
 ```
 """
 
@@ -48,12 +51,15 @@ from typing import Any
 
 from dpsql.budget import checked
 from dpsql.errors import ProfileError, ProgrammingError
+from dpsql.output_files import OutputFiles
+from dpsql.server.auth import Verifier
 
 _SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server"}
 _DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir"}
 _BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho", "key_delta"}
 _ANALYST_KEYS = {"epsilon", "rho", "password"}
-_SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections", "workers"}
+_SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections", "workers", "authentication_timeout",
+                "max_unauthenticated"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,8 @@ class ServerSettings:
     tls_key: Path | None = None
     max_connections: int = 64  # per worker process
     workers: int = 1  # processes serving clients (a statement's planning holds one process's interpreter)
+    authentication_timeout: float = 60.0  # seconds from connecting to logged in (PostgreSQL's default)
+    max_unauthenticated: int = 16  # per worker: clients connected but not (yet) logged in
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,8 @@ class Profile:
             password = entry.get("password")
             if password is not None and (not isinstance(password, str) or not password):
                 raise ProfileError(f"[analysts.{name}] password must be a verifier string")
+            if password is not None:
+                Verifier.parse(password, name)  # SCRAM-SHA-256 only: refused here, at load, otherwise
             analysts[name] = Analyst(name, amounts.get("epsilon"), amounts.get("rho"), password)
         if not analysts:
             raise ProfileError("the profile declares no analysts: add [analysts.<name>] for each one")
@@ -159,8 +169,19 @@ class Profile:
             path=path.resolve(), database=str(local("database", True)), catalog=local("catalog", True),
             ledger=None if ledger is None else str(ledger), read_only=read_only, log=local("log"),
             output_dir=local("output_dir"), budget=checked_budget, engine=_section(spec, "engine"),
-            workspace=_section(spec, "workspace"), analysts=analysts, server=_server(_section(spec, "server"), base),
+            workspace=_workspace(_section(spec, "workspace")), analysts=analysts,
+            server=_server(_section(spec, "server"), base),
         )
+
+    def owner_files(self) -> list[Path]:
+        """The owner's files: database, ledger, catalog, the profile itself, log, TLS certificate and key."""
+        ledger = self.ledger or self.database + ".dpsql-state"  # the default ledger, beside the database
+        optional = (self.log, self.server.tls_cert, self.server.tls_key)
+        return [Path(self.database), Path(ledger), self.catalog, self.path, *(f for f in optional if f is not None)]
+
+    def analyst_files(self) -> OutputFiles:
+        """What the analysts' surfaces may read and write: files under `output_dir` only, none of the owner's."""
+        return OutputFiles(self.owner_files(), self.output_dir, confined=True)
 
     def analyst(self, name: str | None) -> Analyst:
         """The analyst `name`, who must be declared."""
@@ -191,7 +212,22 @@ def _server(spec: dict, base: Path) -> ServerSettings:
     workers = spec.get("workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
         raise ProfileError("[server] workers must be a whole number from 1 to 64")
-    return ServerSettings(host.strip("[]"), int(port), paths.get("tls_cert"), paths.get("tls_key"), most, workers)
+    deadline = spec.get("authentication_timeout", 60)
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 1 <= deadline <= 600:
+        raise ProfileError("[server] authentication_timeout must be a number of seconds from 1 to 600")
+    pending = spec.get("max_unauthenticated", min(16, most))
+    if isinstance(pending, bool) or not isinstance(pending, int) or not 1 <= pending <= most:
+        raise ProfileError("[server] max_unauthenticated must be a whole number from 1 to max_connections")
+    return ServerSettings(host.strip("[]"), int(port), paths.get("tls_cert"), paths.get("tls_key"), most, workers,
+                          float(deadline), pending)
+
+
+def _workspace(spec: dict) -> dict:
+    """The [workspace] section: DuckDB settings, and `statement_timeout` (seconds, 0: none), checked here."""
+    timeout = spec.get("statement_timeout", 0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout <= 86_400:
+        raise ProfileError("[workspace] statement_timeout must be a number of seconds from 0 (no limit) to 86400")
+    return spec
 
 
 def _amount(name: str, value: Any, where: str) -> float:

@@ -11,7 +11,8 @@ declare) appear here as copies, made the first time a statement names them; a
 public view is re-created here from its definition, which must pass the same
 allowlist as the analyst's own SQL, so a view over a protected table never
 appears. Whatever the analyst creates or changes stays in this workspace and is
-gone when the connection closes: the owner's database is never written.
+gone when the connection closes: the owner's database is never written. A statement
+runs at most `statement_timeout` seconds (`[workspace]` in the profile; default 30).
 
 So that clients' catalog queries (`information_schema`, `pg_catalog`, DBeaver's or
 SQLAlchemy's reflection) see the protected tables, each one has an empty stand-in here
@@ -23,8 +24,10 @@ only ever read by catalog queries, and it holds no data.
 from __future__ import annotations
 
 import itertools
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import duckdb
 from sqlglot import exp
@@ -42,6 +45,9 @@ _NO_ROWS = (exp.Insert, exp.Update, exp.Delete, exp.TruncateTable, exp.Create, e
 # Settings a workspace starts with unless the owner's profile says otherwise ([workspace]): DuckDB's own
 # default memory limit is 80% of the machine, for each analyst's connection.
 WORKSPACE_DEFAULTS = {"memory_limit": "1GB"}
+# Seconds a public statement may run before it is stopped ([workspace] statement_timeout; 0: no limit).
+# DuckDB has no statement timeout of its own: a timer interrupts the workspace's connection.
+STATEMENT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -96,11 +102,15 @@ class Workspace:
     def __init__(self, data: DataTables | None, protected: dict[str, str], settings: dict[str, Any] | None = None):
         self.data = data
         self.protected = protected
+        settings = dict(settings or {})
+        self.statement_timeout = float(settings.pop("statement_timeout", STATEMENT_TIMEOUT))
         try:
-            self.con = duckdb.connect(":memory:", config={**WORKSPACE_DEFAULTS, **(settings or {}), **SANDBOX_CONFIG})
+            self.con = duckdb.connect(":memory:", config={**WORKSPACE_DEFAULTS, **settings, **SANDBOX_CONFIG})
         except duckdb.Error as e:
             raise OperationalError(f"cannot start the workspace with the profile's settings: {e}") from None
         self._copies = itertools.count()
+        self._timing = threading.Lock()  # a statement's timer interrupts only while that statement runs
+        self._running = self._timed_out = False
 
     def declare_protected(self, tables: Sequence[Table]) -> None:
         """An empty stand-in for each protected table, with its declared columns (see the module docstring)."""
@@ -122,12 +132,19 @@ class Workspace:
         """One allowed public statement (EXPLAIN of it with `explain`), as a result."""
         tree = self.check(sql)
         self._bring(tree)
-        try:
-            cursor = self.con.execute(("EXPLAIN " if explain else "") + sql, params or None)
-            description = cursor.description
-            rows = cursor.fetchall() if description else []
-        except duckdb.Error as e:
-            raise duckdb_error(e) from None
+        with self._time_limit():
+            try:
+                cursor = self.con.execute(("EXPLAIN " if explain else "") + sql, params or None)
+                description = cursor.description
+                rows = cursor.fetchall() if description else []
+            except duckdb.Error as e:
+                if self._timed_out:
+                    raise OperationalError(
+                        f"the statement ran longer than the workspace's statement_timeout ({self.statement_timeout:g} "
+                        "s) and was stopped; narrow it, or ask the data owner for a longer [workspace] "
+                        "statement_timeout"
+                    ) from None
+                raise duckdb_error(e) from None
         columns = [d[0] for d in description] if description else []
         types = [str(d[1]) for d in description] if description else []
         if not explain and isinstance(tree, _NO_ROWS) and not tree.args.get("returning"):
@@ -182,6 +199,31 @@ class Workspace:
 
     def interrupt(self) -> None:
         self.con.interrupt()
+
+    @contextmanager
+    def _time_limit(self) -> Iterator[None]:
+        """Interrupt the block's statement once it has run `statement_timeout` seconds (0: never)."""
+        if self.statement_timeout <= 0:
+            yield
+            return
+
+        def expire() -> None:
+            with self._timing:
+                if self._running:
+                    self._timed_out = True
+                    self.con.interrupt()
+
+        timer = threading.Timer(self.statement_timeout, expire)
+        timer.daemon = True
+        with self._timing:
+            self._running, self._timed_out = True, False
+        timer.start()
+        try:
+            yield
+        finally:
+            with self._timing:
+                self._running = False
+            timer.cancel()
 
     def close(self) -> None:
         self.con.close()

@@ -110,3 +110,28 @@ def test_a_pool_that_runs_out_of_time_last_is_measured_per_query(monkeypatch):
                              "SELECT sex, MEDIAN(hours) FROM t GROUP BY sex",
                              "SELECT MEDIAN(hours) FROM t WHERE age BETWEEN 20 AND 40"], epsilon=0.5)
     assert all(r.rows and all(v is not None for v in r.rows[0]) for r in results)
+
+
+def test_a_full_domain_group_by_is_refused_by_its_sizes_before_any_allocation(tmp_path):
+    """Eight columns of the demo table span 517,120,000 cells (a raw numpy MemoryError of 30.8 GiB before):
+    refused while compiling, from the declared domains alone, naming the sizes; nothing is charged. A
+    GROUP BY that fits still plans."""
+    import dpsql
+    from dpsql.demo_data import PEOPLE_CATALOG_TOML, write_people_database
+
+    write_people_database(tmp_path / "people.duckdb", 500)
+    (tmp_path / "catalog.toml").write_text(PEOPLE_CATALOG_TOML)
+    columns = "age, sex, race, education, marital, region, hours_per_week, income"
+    with dpsql.connect(str(tmp_path / "people.duckdb"), catalog=str(tmp_path / "catalog.toml"), epsilon=1.0,
+                       state=":memory:") as conn:
+        refusals = []
+        for sql in (f"SELECT {columns}, COUNT(*) FROM people GROUP BY {columns}",
+                    f"SELECT {columns}, AVG(age) FROM people GROUP BY {columns}",
+                    "SELECT age, hours_per_week, income, education, COUNT(*) FROM people "
+                    "WHERE marital = 'Married' GROUP BY 1, 2, 3, 4"):  # the WHERE's column is in the clique too
+            with pytest.raises(dpsql.NotSupportedError, match=r"more than the 4,194,304 dpsql plans at once") as e:
+                conn.execute(sql)
+            refusals.append(str(e.value))
+        assert "517,120,000 groups over 517,120,000 cells (age (100) × sex (2)" in refusals[0]
+        assert all("nothing was charged" in r for r in refusals) and conn.budget.spent.rho == 0
+        assert len(conn.execute("SELECT sex, race, education, COUNT(*) FROM people GROUP BY 1, 2, 3").fetchall()) == 80

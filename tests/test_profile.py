@@ -171,3 +171,121 @@ def test_the_shell_connects_by_profile_and_refuses_owner_flags(profile):
         done = subprocess.run([*run, "--analyst", "alice", *extra, "-c", "SELECT 1"], capture_output=True,
                               text=True, env=env, timeout=120)
         assert done.returncode == 1 and "profile fixes" in done.stderr, (extra, done.stderr)
+
+
+# --- owner files out of analysts' reach ---------------------------------------------------------------
+
+def _another_deployment(folder: Path) -> None:
+    """Another deployment's files: its profile, its database (a DuckDB file under any name), its ledger."""
+    folder.mkdir(parents=True)
+    (folder / "deploy.toml").write_text(PROFILE)
+    with duckdb.connect(str(folder / "payroll.bin")) as con:
+        con.execute("CREATE TABLE pay AS SELECT 1 AS amount")
+
+
+@pytest.mark.parametrize("layout", ["dot", "log inside", "hard link to the ledger", "another profile deep down",
+                                    "a database under another name", "a ledger", "a TLS key"])
+def test_an_output_dir_holding_owner_or_deployment_files_refuses_to_start(profile, layout):
+    """The README's old example (output_dir = ".") and every way owner or deployment files end up in
+    the analysts' folder: the profile connection, the shell and the server refuse to start, naming it."""
+    exports, text = profile.parent / "exports", PROFILE
+    with dpsql.connect(profile=profile, analyst="bob") as conn:
+        conn.execute("SELECT COUNT(*) FROM people")  # the ledger exists
+    if layout == "dot":
+        text = PROFILE.replace('output_dir = "exports"', 'output_dir = "."')
+    elif layout == "log inside":
+        text = PROFILE.replace('log = "owner.log"', 'log = "exports/owner.log"')
+    elif layout == "hard link to the ledger":
+        (exports / "answers.csv").hardlink_to(profile.parent / "ledger.state")
+    elif layout == "another profile deep down":
+        (exports / "a" / "b").mkdir(parents=True)
+        (exports / "a" / "b" / "other.toml").write_text(PROFILE)
+    elif layout == "a database under another name":
+        _another_deployment(profile.parent / "elsewhere")
+        (exports / "sub").mkdir()
+        (exports / "sub" / "numbers.csv").write_bytes((profile.parent / "elsewhere" / "payroll.bin").read_bytes())
+    elif layout == "a ledger":
+        (exports / "old.dpsql-state").write_bytes(b"")
+    else:
+        (exports / "server.key").write_text("-----BEGIN PRIVATE KEY-----\n")
+    profile.write_text(text)
+    with pytest.raises(dpsql.ProfileError, match="output_dir .* holds the data owner's or a deployment's files"):
+        dpsql.connect(profile=profile, analyst="bob")
+    run = [sys.executable, "-m", "dpsql.cli", "shell", "--profile", str(profile), "--analyst", "bob", "-c", "SELECT 1"]
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and "holds the data owner's or a deployment's files" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_analysts_never_read_or_write_a_deployments_files(profile):
+    """Files that arrive in output_dir after the start, or that an analyst names: a profile or a DuckDB
+    database (whatever its name) is neither read nor replaced, and no analyst makes one there."""
+    exports = profile.parent / "exports"
+    conn = dpsql.connect(profile=profile, analyst="bob")
+    shell = Shell(conn, out=io.StringIO(), err=io.StringIO())
+    _another_deployment(exports / "late")  # dropped in after the shell started
+    disguised = exports / "late" / "towns.csv"
+    disguised.write_bytes((exports / "late" / "payroll.bin").read_bytes())
+    for path in (exports / "late" / "deploy.toml", exports / "late" / "payroll.bin", disguised):
+        assert not shell.handle(f".import {path} t") and not shell.handle(f".read {path}")
+        assert not shell.handle(f".once --overwrite {path}") and not shell.handle(f".output --overwrite {path}")
+    for name in ("fresh.toml", "fresh.duckdb", "fresh.dpsql-state", "x.duckdb.wal", "server.key", "a.log"):
+        assert not shell.handle(f".once {exports / name}")
+        assert not (exports / name).exists()
+    assert "named or made like a deployment's file" in shell.err.getvalue()
+    assert (exports / "late" / "deploy.toml").read_text() == PROFILE
+    assert shell.handle(f".once {exports / 'answers.csv'}")  # the analysts' own files still work
+    shell.handle("SELECT COUNT(*) FROM zips;")
+    shell.close()
+    assert "count_star()" in (exports / "answers.csv").read_text()
+
+
+def test_md5_verifiers_are_refused_at_load_and_passwd_makes_scram(profile, monkeypatch, capsys):
+    import hashlib
+
+    from dpsql import cli
+
+    md5 = "md5" + hashlib.md5(b"bob-pw" + b"bob").hexdigest()
+    profile.write_text(PROFILE.replace("[analysts.bob]\n", f'[analysts.bob]\npassword = "{md5}"\n'))
+    with pytest.raises(dpsql.ProfileError, match=r"md5 verifier.*dpsql passwd bob"):
+        dpsql.connect(profile=profile, analyst="alice")  # the whole profile is refused, whoever connects
+    monkeypatch.setattr(sys, "stdin", io.StringIO("bob-pw\n"))
+    assert cli.main(["passwd", "bob"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith('password = "SCRAM-SHA-256$4096:')
+    profile.write_text(PROFILE.replace("[analysts.bob]\n", f"[analysts.bob]\n{line}\n"))
+    with dpsql.connect(profile=profile, analyst="bob") as conn:
+        assert conn.budget.total.epsilon == pytest.approx(3)
+    for bad in ("SCRAM-SHA-256$4096:c2FsdA==$AAAA:AAAA", "hunter2"):
+        profile.write_text(PROFILE.replace("[analysts.bob]\n", f'[analysts.bob]\npassword = "{bad}"\n'))
+        with pytest.raises(dpsql.ProfileError, match="dpsql passwd bob"):
+            dpsql.connect(profile=profile, analyst="bob")
+
+
+# --- the workspace's statement timeout ----------------------------------------------------------------
+
+def test_workspace_sql_stops_at_the_statement_timeout(profile):
+    import time
+
+    profile.write_text(PROFILE.replace('memory_limit = "256MB"', 'memory_limit = "256MB"\nstatement_timeout = 1'))
+    with dpsql.connect(profile=profile, analyst="bob") as conn:
+        started = time.monotonic()
+        with pytest.raises(dpsql.OperationalError, match=r"statement_timeout \(1 s\)"):
+            conn.execute("SELECT SUM(i * i) FROM range(100000000000) t(i)")
+        assert time.monotonic() - started < 20
+        assert conn.execute("SELECT 42").fetchall() == [(42,)]  # the connection goes on
+        time.sleep(1.2)  # the stopped statement's timer never reaches a later one
+        assert conn.execute("SELECT COUNT(*) FROM range(1000)").fetchall() == [(1000,)]
+    for bad in ("-1", "'30s'", "true"):
+        profile.write_text(PROFILE.replace('memory_limit = "256MB"', f"statement_timeout = {bad}"))
+        with pytest.raises(dpsql.ProfileError, match="statement_timeout must be"):
+            dpsql.connect(profile=profile, analyst="bob")
+
+
+def test_the_statement_timeout_defaults_to_30_seconds(profile):
+    from dpsql.workspace import Workspace
+
+    with dpsql.connect(profile=profile, analyst="bob") as conn:
+        assert conn.session.workspace.statement_timeout == 30
+    assert Workspace(None, {}).statement_timeout == 30

@@ -6,6 +6,7 @@ SQLAlchemy's postgresql dialect, pandas and jupysql talk to it as they would to 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -75,7 +76,6 @@ def served(tmp_path_factory):
                 "CASE WHEN i % 3 = 0 THEN 'M' ELSE 'F' END AS sex, 'ssn-' || i AS ssn FROM range(20000) t(i)")
     con.close()
     (root / "catalog.toml").write_text(CATALOG)
-    bob_md5 = "md5" + hashlib.md5(b"bob-pw" + b"bob").hexdigest()
     (root / "profile.toml").write_text(f"""
 [data]
 database = "census.duckdb"
@@ -90,7 +90,7 @@ epsilon = 2
 password = "{scram_verifier('alice-pw')}"
 [analysts.bob]
 epsilon = 0.25
-password = "{bob_md5}"
+password = "{scram_verifier('bob-pw')}"
 [analysts.carol]
 epsilon = 1
 """)
@@ -364,3 +364,97 @@ def test_results_a_client_cannot_be_sent_are_refused_before_the_charge(served):
         assert served.ledger().spent() == spent
         text = conn.execute("SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7")
         assert float(text.fetchone()[0]) > 0  # as text it is answered (and charged) as usual
+
+
+# --- strangers ------------------------------------------------------------------------------------
+
+def _message(raw: socket.socket) -> tuple[bytes, bytes]:
+    kind = raw.recv(1)
+    if not kind:
+        return b"", b""
+    head = b""
+    while len(head) < 4:
+        head += raw.recv(4 - len(head))
+    body = b""
+    while len(body) < struct.unpack("!i", head)[0] - 4:
+        body += raw.recv(65536)
+    return kind, body
+
+
+def _stranger_login(port: int, user: str, source: str) -> bytes:
+    """A login as `user` from the address `source` with a wrong SCRAM proof: the server's last answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20, source_address=(source, 0)) as raw:
+        body = struct.pack("!i", 196608) + b"user\0" + user.encode() + b"\0\0"
+        raw.sendall(struct.pack("!i", len(body) + 4) + body)
+        kind, answer = _message(raw)
+        if kind != b"R":
+            return answer  # refused before any password exchange
+        first = b"n,,n=,r=strangernonce"
+        sasl = b"SCRAM-SHA-256\0" + struct.pack("!i", len(first)) + first
+        raw.sendall(b"p" + struct.pack("!i", len(sasl) + 4) + sasl)
+        _, server_first = _message(raw)
+        nonce = dict(p.split("=", 1) for p in server_first[4:].decode().split(","))["r"]
+        final = f"c=biws,r={nonce},p={base64.b64encode(bytes(32)).decode()}".encode()
+        raw.sendall(b"p" + struct.pack("!i", len(final) + 4) + final)
+        return _message(raw)[1]
+
+
+def test_a_strangers_failed_logins_do_not_lock_out_the_analyst(served):
+    """Failed logins are throttled per (address, name) and per address, never per name alone."""
+    answers = [_stranger_login(served.port, "alice", "127.0.0.2") for _ in range(5)]
+    assert all(b"password authentication failed" in a for a in answers[:3]), answers
+    assert b"too many failed logins" in answers[-1]  # the stranger's own address waits
+    with psycopg.connect(served.dsn(), connect_timeout=20) as conn:  # alice, from her own address, does not
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def _variant(served: Served, root: Path, server_settings: str, **replace: str) -> Served:
+    """A second server on the same data, with its own ledger and these [server] settings."""
+    for name in ("census.duckdb", "catalog.toml"):
+        (root / name).symlink_to(served.root / name)
+    text = served.profile.read_text().replace('listen = "127.0.0.1:0"', f'listen = "127.0.0.1:0"\n{server_settings}')
+    text = text.replace('database = "census.duckdb"', f'database = "census.duckdb"\nledger = "{root / "v.state"}"')
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    other = Served(root)
+    other.profile.write_text(text)
+    return other
+
+
+def test_idle_strangers_cannot_lock_analysts_out(served, tmp_path):
+    """Sockets that never send a byte: at most 4 wait per address, at most max_unauthenticated in all (a
+    newcomer takes the place of the longest-waiting one of the busiest address), and each is closed at
+    the authentication deadline; the analyst logs in throughout."""
+    guarded = _variant(served, tmp_path, "authentication_timeout = 3\nmax_connections = 6\nmax_unauthenticated = 4")
+    guarded.start()
+    idle = []
+    try:
+        idle += [socket.create_connection(("127.0.0.1", guarded.port), timeout=20, source_address=("127.0.0.2", 0))
+                 for _ in range(4)]
+        with socket.create_connection(("127.0.0.1", guarded.port), timeout=20,
+                                      source_address=("127.0.0.2", 0)) as fifth:
+            assert b"not logged in yet" in _message(fifth)[1]
+        idle += [socket.create_connection(("127.0.0.1", guarded.port), timeout=20, source_address=("127.0.0.3", 0))
+                 for _ in range(4)]
+        started = time.monotonic()
+        with psycopg.connect(guarded.dsn(), connect_timeout=20) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            for sock in idle:  # each is closed: taken over, or at the deadline
+                assert sock.recv(1) == b""
+            assert time.monotonic() - started < 15
+            assert conn.execute("SELECT 2").fetchone() == (2,)  # a logged-in client has no deadline
+    finally:
+        for sock in idle:
+            sock.close()
+        guarded.stop()
+
+
+@pytest.mark.parametrize("change, refusal", [
+    ({"[data]": '[data]\noutput_dir = "."'}, "holds the data owner's or a deployment's files"),
+    ({"[analysts.carol]": f'[analysts.carol]\npassword = "md5{hashlib.md5(b"pwcarol").hexdigest()}"'}, "md5 verifier"),
+])
+def test_the_server_refuses_to_start_with_owner_files_in_reach_or_md5(served, tmp_path, change, refusal):
+    other = _variant(served, tmp_path, "", **change)
+    done = subprocess.run([sys.executable, "-m", "dpsql.cli", "serve", str(other.profile)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and refusal in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -5,7 +5,7 @@ server listens ([server]) and who may connect: each analyst with a password veri
 budget of their own. Analysts connect with any PostgreSQL client (psql, psycopg, SQLAlchemy,
 pandas, DBeaver, jupysql) and never see a file; every charge is in the one ledger, in their name.
 
-Modules: `wire` (the protocol's messages), `auth` (verifiers, SCRAM-SHA-256/MD5, throttling),
+Modules: `wire` (the protocol's messages), `auth` (SCRAM-SHA-256 verifiers, throttling),
 `pgcompat` (what clients expect beyond SQL: settings, transactions, catalog functions, types),
 `client` (one connection's protocol state machine on a dpsql session), `server` (the listener).
 """

@@ -1,12 +1,14 @@
-"""Who an analyst is: password verifiers in the profile, the SCRAM-SHA-256 and MD5 exchanges, and throttling.
+"""Who an analyst is: password verifiers in the profile, the SCRAM-SHA-256 exchange, and throttling.
 
-The owner's profile stores a verifier per analyst, never a password: PostgreSQL's own formats,
-``SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`` (made by ``dpsql passwd``) or
-``md5<hex of md5(password + name)>``. SCRAM-SHA-256 follows RFC 5802/7677 as PostgreSQL
-does; MD5 is PostgreSQL's legacy challenge. Failed logins are throttled per analyst
-(after 3 failures) and per client address (after 10, so one address cannot try many names;
-`Throttle`): each further attempt must wait, doubling up to 5 minutes, and an attempt during
-the wait is refused without a password check.
+The owner's profile stores a verifier per analyst, never a password: PostgreSQL's SCRAM format,
+``SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`` (made by ``dpsql passwd``), following
+RFC 5802/7677 as PostgreSQL does. MD5 verifiers are refused (at profile load): an md5 verifier is
+itself enough to log in (the challenge needs only md5(password + name)), so whoever reads one is
+that analyst. Failed logins are throttled per (client address, name) after 3 failures and per
+client address after 10 (so one address cannot try many names; `Throttle`): each further attempt
+must wait, doubling up to 5 minutes, and an attempt during the wait is refused without a password
+check. Neither key is the name alone, so a stranger's failures never lock a named analyst out of
+their own address.
 """
 
 from __future__ import annotations
@@ -43,14 +45,12 @@ def scram_verifier(password: str, iterations: int = 4096) -> str:
 
 @dataclass(frozen=True)
 class Verifier:
-    """A parsed verifier: `method` "scram" (salt, keys, iterations) or "md5" (the hex digest)."""
+    """A parsed SCRAM-SHA-256 verifier: salt, keys and iterations."""
 
-    method: str
-    salt: bytes = b""
-    stored_key: bytes = b""
-    server_key: bytes = b""
-    iterations: int = 0
-    md5_hex: str = ""
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
 
     @classmethod
     def parse(cls, text: str, analyst: str) -> "Verifier":
@@ -59,14 +59,21 @@ class Verifier:
                 head, keys = text[len(SCRAM) + 1:].split("$")
                 count, salt = head.split(":")
                 stored, server = keys.split(":")
-                return cls("scram", base64.b64decode(salt, validate=True), base64.b64decode(stored, validate=True),
-                           base64.b64decode(server, validate=True), int(count))
+                parsed = cls(base64.b64decode(salt, validate=True), base64.b64decode(stored, validate=True),
+                             base64.b64decode(server, validate=True), int(count))
             except ValueError:
-                raise ProfileError(f"[analysts.{analyst}] password is not a valid SCRAM-SHA-256 verifier") from None
-        if text.startswith("md5") and len(text) == 35 and all(c in "0123456789abcdef" for c in text[3:]):
-            return cls("md5", md5_hex=text[3:])
+                raise ProfileError(f"[analysts.{analyst}] password is not a valid SCRAM-SHA-256 verifier: make one "
+                                   f"with `dpsql passwd {analyst}`") from None
+            if parsed.iterations < 1 or not parsed.salt or len(parsed.stored_key) != 32 or len(parsed.server_key) != 32:
+                raise ProfileError(f"[analysts.{analyst}] password is not a valid SCRAM-SHA-256 verifier: make one "
+                                   f"with `dpsql passwd {analyst}`")
+            return parsed
+        if text.startswith("md5"):
+            raise ProfileError(f"[analysts.{analyst}] password is an md5 verifier, which dpsql refuses (an md5 "
+                               f"verifier alone logs in as its analyst): make a SCRAM-SHA-256 one with "
+                               f"`dpsql passwd {analyst}` and put it in its place")
         raise ProfileError(f"[analysts.{analyst}] password must be a verifier, not a password: make one with "
-                           f"`dpsql passwd {analyst}` (SCRAM-SHA-256) or store md5<hex of md5(password+name)>")
+                           f"`dpsql passwd {analyst}` (SCRAM-SHA-256)")
 
 
 class ScramExchange:
@@ -117,19 +124,9 @@ class ScramExchange:
         return "v=" + base64.b64encode(_hmac(self.verifier.server_key, auth)).decode()
 
 
-def md5_matches(verifier: Verifier, salt: bytes, response: str) -> bool:
-    """Whether a client's MD5 response (``md5`` + md5(md5(password+name) + salt)) matches."""
-    expected = "md5" + hashlib.md5(verifier.md5_hex.encode() + salt).hexdigest()
-    return hmac.compare_digest(expected, response)
-
-
-def md5_salt() -> bytes:
-    return secrets.token_bytes(4)
-
-
 class Throttle:
-    """Failed logins per key (an analyst, or a client address): from the `free`-th failure on, each next
-    attempt must wait, twice as long after each further failure.
+    """Failed logins per key (a client address and a name, or an address): from the `free`-th failure on,
+    each next attempt must wait, twice as long after each further failure.
 
     The counts live in a SQLite database (`path`; default: in memory), so that the worker processes
     of one server share them: more workers must not mean more guesses."""

@@ -29,7 +29,7 @@ from dpsql import errors
 from dpsql.dbapi import Connection, _connect_profile
 from dpsql.result import Result
 from dpsql.server import pgcompat, wire
-from dpsql.server.auth import SCRAM, ScramExchange, Verifier, md5_matches, md5_salt
+from dpsql.server.auth import SCRAM, ScramExchange, Verifier
 from dpsql.sql.statements import split_statements
 
 if TYPE_CHECKING:
@@ -167,15 +167,16 @@ class ClientConnection:
             raise Refused("28000", "this server requires TLS: connect with sslmode=require")
         name = params.get("user", "")
         server = self.server
-        wait = max(server.by_analyst.wait(name), server.by_address.wait(self.address))
+        login = f"{self.address}\0{name}"  # never the name alone: a stranger cannot lock an analyst out
+        wait = max(server.by_login.wait(login), server.by_address.wait(self.address))
         if wait > 0:
             raise Refused("28000", f"too many failed logins: try again in {wait:.0f} s")
         if not self._authenticate(server.verifier(name)):
-            server.by_analyst.failed(name)
+            server.by_login.failed(login)
             server.by_address.failed(self.address)
             log.warning("failed login for %r from %s", name, self.address)
             raise Refused("28P01", f'password authentication failed for user "{name}"')
-        server.by_analyst.succeeded(name)
+        server.by_login.succeeded(login)
         self.analyst = name
         try:
             self.connection = _connect_profile(self.server.profile, name, None, None, "duckdb")
@@ -194,10 +195,6 @@ class ClientConnection:
         return True
 
     def _authenticate(self, verifier: Verifier) -> bool:
-        if verifier.method == "md5":
-            salt = md5_salt()
-            self._send_now(wire.authentication(5, salt))
-            return md5_matches(verifier, salt, wire.Reader(self._expect(b"p")).cstring())
         exchange = ScramExchange(verifier)
         self._send_now(wire.authentication(10, SCRAM.encode() + b"\0\0"))
         reader = wire.Reader(self._expect(b"p"))

@@ -5,6 +5,12 @@ With `[server] workers = N > 1`, N processes forked after the socket is bound ac
 the ledger (its own file lock), the failed-login counts (`Throttle` on a SQLite file), and cancel
 requests, which reach any worker and are passed to the one serving that client (its index is
 in the client's backend key). Workers die with the parent, even when it is killed.
+
+Strangers: a client has `[server] authentication_timeout` seconds (60, as PostgreSQL) from its
+connection to its login, then it is disconnected; at most `max_unauthenticated` clients of a worker
+may be connected without having logged in, at most `PENDING_PER_ADDRESS` of them from one address.
+When that many wait, a newcomer takes the place of the longest-waiting client of the address with
+the most, so sockets that never send a byte cannot lock the analysts out.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ class Server:
 
     def __init__(self, profile: Profile, shared: Path | None = None):
         self.profile = profile
+        profile.analyst_files().check_directory()  # refuse to start with owner or deployment files in reach
         self.verifiers = {name: Verifier.parse(a.password, name) for name, a in profile.analysts.items()
                           if a.password is not None}
         if not self.verifiers:
@@ -47,7 +54,7 @@ class Server:
         # Unknown names go through the same exchange against a verifier nobody knows the password of.
         self._nobody = Verifier.parse(scram_verifier(ssl.RAND_bytes(16).hex()), "nobody")
         place = (lambda name: str(shared / name)) if shared is not None else (lambda name: ":memory:")
-        self.by_analyst = Throttle(free=3, path=place("analysts.sqlite"))  # failed logins, per analyst
+        self.by_login = Throttle(free=3, path=place("logins.sqlite"))  # failed logins, per (address, name)
         self.by_address = Throttle(free=10, path=place("addresses.sqlite"))  # ... and per client address
         settings = profile.server
         self.tls = None
@@ -62,6 +69,7 @@ class Server:
         self._cancel_pipes: list[int] = []  # per worker, where its cancel requests are written
         self._pids = itertools.count(1000)
         self._clients: dict[int, ClientConnection] = {}
+        self._arrived: dict[int, float] = {}  # pid -> when the client connected (monotonic), until unregistered
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._threads: list[threading.Thread] = []
@@ -77,10 +85,11 @@ class Server:
     def register(self, client: ClientConnection) -> None:
         with self._lock:
             self._clients[client.pid] = client
+            self._arrived[client.pid] = time.monotonic()
 
     def unregister(self, client: ClientConnection) -> None:
         with self._lock:
-            self._clients.pop(client.pid, None)
+            self._forget(client)
 
     def cancel(self, pid: int, secret: int) -> None:
         """A cancel request: for a client of this worker, or passed on to the worker serving it."""
@@ -99,7 +108,7 @@ class Server:
         self.index = index
         self._pids = itertools.count((index << _WORKER_SHIFT) + 1000)
         self._cancel_pipes = [write for _, write in pipes]
-        self.by_analyst.reopen()
+        self.by_login.reopen()
         self.by_address.reopen()
         readable = pipes[index][0]
 
@@ -135,6 +144,7 @@ class Server:
         # this thread's accept(), and Python runs the handler (`stop`) only when this thread runs again.
         self._listener.settimeout(_ACCEPT_POLL_SECONDS)
         while not self._stopping.is_set():
+            self._disconnect_late()
             try:
                 sock, address = self._listener.accept()
             except TimeoutError:
@@ -143,10 +153,9 @@ class Server:
                 break
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                full = len(self._clients) >= self.profile.server.max_connections
-            if full:
-                _refuse(sock, "53300", "sorry, too many clients already")
+            refusal = self._admit(address[0])
+            if refusal is not None:
+                _refuse(sock, "53300", refusal)
                 continue
             client = ClientConnection(self, sock, address[0])
             thread = threading.Thread(target=client.run, name=f"dpsql-client-{client.pid}", daemon=True)
@@ -154,6 +163,46 @@ class Server:
                 self._threads = [t for t in self._threads if t.is_alive()] + [thread]
             self.register(client)  # from its first byte: counted against max_connections, closed by `close`
             thread.start()
+
+    def _pending(self) -> list[ClientConnection]:
+        """The clients not logged in (yet), longest-waiting first (under the lock)."""
+        return sorted((c for c in self._clients.values() if not c.analyst), key=lambda c: self._arrived[c.pid])
+
+    def _admit(self, address: str) -> str | None:
+        """Make room for a new client from `address` (see the module docstring), or say why it is refused."""
+        settings = self.profile.server
+        with self._lock:
+            pending = self._pending()
+            if sum(c.address == address for c in pending) >= PENDING_PER_ADDRESS:
+                return "sorry, too many clients from your address are not logged in yet"
+            if len(pending) < settings.max_unauthenticated and len(self._clients) < settings.max_connections:
+                return None
+            if not pending:
+                return "sorry, too many clients already"
+            waiting: dict[str, int] = {}
+            for c in pending:
+                waiting[c.address] = waiting.get(c.address, 0) + 1
+            busiest = max(waiting, key=waiting.get)  # the first address with the most (dicts keep order)
+            evicted = next(c for c in pending if c.address == busiest)
+            self._forget(evicted)
+        _shut(evicted)
+        return None
+
+    def _disconnect_late(self) -> None:
+        """Disconnect the clients that have not logged in within `authentication_timeout`."""
+        cutoff = time.monotonic() - self.profile.server.authentication_timeout
+        with self._lock:
+            late = [c for c in self._pending() if self._arrived[c.pid] <= cutoff]
+            for client in late:
+                self._forget(client)
+        for client in late:
+            log.warning("a client from %s did not log in within the authentication timeout", client.address)
+            _shut(client)
+
+    def _forget(self, client: ClientConnection) -> None:
+        """No longer count `client` (under the lock): it is being disconnected, and its thread ends."""
+        self._clients.pop(client.pid, None)
+        self._arrived.pop(client.pid, None)
 
     def stop(self) -> None:
         """Stop accepting clients (safe from a signal handler); `close` then ends the sessions."""
@@ -171,16 +220,22 @@ class Server:
         with self._lock:
             clients, threads = list(self._clients.values()), list(self._threads)
         for client in clients:
-            try:
-                client.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shut(client)
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
 _ACCEPT_POLL_SECONDS = 0.5
+PENDING_PER_ADDRESS = 4  # clients of one address that may be connected without having logged in
+
+
+def _shut(client: ClientConnection) -> None:
+    """End a client's connection: its thread's next read fails and it closes its session."""
+    try:
+        client.sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _refuse(sock: socket.socket, sqlstate: str, text: str) -> None:

@@ -6,7 +6,8 @@
 - `compiler`: a DP query (sqlglot AST) to blocks of Kronecker linear queries and a result
   template; `expressions` compiles conditions and values, `evaluation` has DuckDB evaluate any
   other scalar expression on the declared domain, `grouping` groups by expressions, `lookups`
-  joins with public tables.
+  joins with public tables; `size_bound` refuses an aggregate too large to plan, from its
+  declared sizes.
 
 To add a SQL construct: teach `expressions` (a condition or a value: an indicator or a
 weight over a declared column's bins) or `compiler` (the query's shape: aggregates, GROUP

@@ -37,6 +37,7 @@ from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, condition_sql, literal_value
 from dpsql.sql.grouping import expression_key, group_label
 from dpsql.sql.lookups import GroupKey, PublicTables, SlicedMap, group_layout, parse_lookups
+from dpsql.sql.size_bound import refuse_oversized
 from mechanisms.matrices import Dense, Diagonal
 from mechanisms.workload import Block, Predicate, Term
 
@@ -692,6 +693,7 @@ def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[
             mats[attr] = Dense(mapping * factors[attr][None, :] if attr in factors else mapping)
         terms.append(Term(coef, mats))
     block = Block(name, group_by, terms, mapped_rows={a: m.shape[0] for a, m in mapped.items()})
+    refuse_oversized(block, domain)  # before its sensitivity (or anything its size) is computed
     scale = block.sensitivity(domain, 2)
     block.weight = 1.0 / scale**2 if scale > 0 else 1.0
     return block
