@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -49,7 +50,7 @@ def _state_path(database: str, state: str | None) -> str:
 
 
 def connect(
-    database: str = ":memory:",
+    database: str | os.PathLike = ":memory:",
     *,
     catalog: Catalog | dict | str | Path | None = None,
     epsilon: float | None = None,
@@ -100,6 +101,10 @@ def connect(
         return _connect_profile(Profile.load(profile), analyst, query_epsilon, query_rho, dialect)
     if analyst is not None:
         raise ProgrammingError("analyst= names an analyst of a profile: give profile= too")
+    if isinstance(database, os.PathLike):
+        database = os.fspath(database)
+    if not isinstance(database, str):
+        raise ProgrammingError(f"database must be a path, got {type(database).__name__}")
     return _open(database, catalog=catalog, epsilon=epsilon, delta=delta, rho=rho, query_epsilon=query_epsilon,
                  query_rho=query_rho, state=state, seed=seed, dialect=dialect, read_only=read_only, user=user,
                  con=con, backend=backend, spark=spark)

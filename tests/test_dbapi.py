@@ -1,6 +1,7 @@
 """DB-API end to end: results with error bars, the ledger, free re-answers, refusals."""
 
 import subprocess
+from pathlib import Path
 import sys
 
 import duckdb
@@ -326,6 +327,10 @@ def test_file_databases_open_read_only_so_many_can_connect(database, tmp_path):
         assert first.budget.total.rho == second.budget.total.rho
     with dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, state=state, read_only=False) as owner:
         assert owner.cursor().execute("SELECT 1").fetchall() == [(1,)]
+    with dpsql.connect(Path(database), catalog=PEOPLE_CATALOG_TOML, state=state) as by_path:  # a path object
+        assert by_path.cursor().execute("SELECT 1").fetchall() == [(1,)]
+    with pytest.raises(dpsql.ProgrammingError, match="must be a path"):
+        dpsql.connect(3)
 
 
 def test_import_dpsql_gives_synth():
