@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from dpsql.errors import NotSupportedError, ProgrammingError
+from dpsql.errors import NotSupportedError, OuterExpressionError, ProgrammingError
 from dpsql.result import Result, _evaluator, assemble
 from dpsql.sql.compiler import CompiledQuery
 from dpsql.sql.flatten import PART_PREFIX, Composite
@@ -204,10 +204,8 @@ def _apply(outer: Outer, parts: list[Result], static_only: bool) -> Result:
             return _unknown_shape()
         if static_only:
             raise ProgrammingError(f"the query over DP answers cannot run: {_message(e)}") from None
-        raise ProgrammingError(
-            "the query over DP answers failed on the noisy values (a cast out of range, a division by zero, a "
-            "math domain error...); the message is withheld, as it may quote them. Asking again is free and "
-            "fails the same way: change the outer expressions") from None
+        raise OuterExpressionError("the query over DP answers failed on the noisy values", type(e).__name__) \
+            from None  # after the charge: `Executor.answered` says what failed, without DuckDB's message
     except (pa.ArrowException, ValueError, TypeError):  # a value Arrow cannot hold: said without it
         raise ProgrammingError("the DP answers could not be handed to the query over them (a value of a type "
                                "it cannot hold); nothing in them is shown") from None
