@@ -18,7 +18,10 @@ report's noise is (c² − 1)a·b for a ±1 coefficient (c = 1/(2p − 1)), Σ_j
 [Σ_j a_j b_j(q + (p − q)F_j) − Σ_j F_j(qA + (p − q)a_j)(qB + (p − q)b_j)]/(p − q)² (A = Σa, B = Σb),
 F_s = E_z[t_s(z)]. These are evaluated at the estimates (θ̂ clipped into range; the clique's
 estimated marginal, clipped and normalised), so a sum of cells gets its covariances, not a sum of
-variances. Answers are counts: n times the fractions.
+variances. ±1 coefficients (`sign_strata`, `sign_covariance`) do better: each F_s² and the rows'
+population covariance have unbiased estimates, so the stated variance is unbiased, and a coefficient
+without reports is covered by its level's observed ones rather than read as 0 (or made infinite).
+Answers are counts: n times the fractions.
 """
 
 from __future__ import annotations
