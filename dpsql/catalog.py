@@ -293,7 +293,7 @@ class Table:
     @property
     def contribution(self) -> int:
         """The most rows one privacy unit contributes: every sensitivity is multiplied by it."""
-        if self.units_of is not None:  # one pair per cell a unit's (at most k) rows fall in
+        if self.units_of is not None:  # one pair per cell of a unit, at most k cells kept
             return min(self.units_of.contribution, math.prod(c.size for c in self.columns.values()))
         if self.graph is not None:  # what one node changes in the projected graph's table
             return self.graph.contribution(self.role)
@@ -307,7 +307,8 @@ class Table:
     def signature(self) -> str:
         """Identifies the declaration: measurements are only reused under the same one."""
         if self.units_of is not None:
-            return f"{self.units_of.signature()}; distinct units by {list(self.columns)} where {self.units_where}"
+            return (f"{self.units_of.signature()}; distinct units by {list(self.columns)} where {self.units_where}, "
+                    "at most k cells per unit")
         columns = repr([(c.name, c.declaration()) for c in self.columns.values()])
         if self.append_only:  # bounding keeps each unit's first rows by time
             columns += f"; append-only by {self.time_column}"
@@ -320,11 +321,13 @@ class Table:
         return columns if self.unit is None else f"{columns}; {self.unit.describe()}"
 
     def distinct_units(self, group: tuple[str, ...], where_sql: str) -> "Table":
-        """The table of distinct (privacy unit, cell of `group`) pairs among the bounded rows meeting
-        `where_sql` (SQL over this table's columns): COUNT(*) over it by `group` is COUNT(DISTINCT unit).
+        """The table of distinct (privacy unit, cell of `group`) pairs among the rows meeting `where_sql`
+        (SQL over this table's columns): COUNT(*) over it by `group` is COUNT(DISTINCT unit).
 
-        Its counts are linear (its marginals are counts of pairs), and a unit adds at most
-        min(k, cells) pairs, one per cell: its `contribution`. Without a GROUP BY that is 1."""
+        Its counts are linear (its marginals are counts of pairs). A unit counts once per cell whatever
+        its rows, so its rows are not bounded; it keeps at most k of its cells (`backends.base.unit_pairs_source`),
+        so it adds at most min(k, cells) pairs: its `contribution`. Without a GROUP BY that is 1, and the
+        count is every unit with a row meeting the condition."""
         if self.unit is None or self.unit.path:
             raise CatalogError(f"table {self.name!r} has no privacy unit column of its own to count")
         digest = hashlib.sha256(f"{group}|{where_sql}".encode()).hexdigest()[:8]

@@ -22,7 +22,7 @@ from dpsql.columns import NUMERIC
 from dpsql.sql.compiler import RESULT_RELATION, ROW_ORDER, Aggregate, CompiledQuery
 from dpsql.errors import OuterExpressionError, ProgrammingError
 from dpsql.sql.public import SANDBOX_CONFIG
-from mechanisms.quantiles import quantile_bins
+from mechanisms.quantiles import difference_block, quantile_bins
 from mechanisms.reconstruction.answering import AnsweringModel
 
 
@@ -94,7 +94,7 @@ def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple
     out = []
     for agg in query.aggregates:
         if agg.kind == "quantile":
-            out.append(quantile_answer(agg, *model.answer(agg.blocks[0]), query.table.domain))
+            out.append(quantile_answer(agg, model, query.table.domain))
             continue
         if agg.kind != "avg":
             est, var = model.answer(agg.blocks[0])
@@ -110,17 +110,21 @@ def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple
     return out
 
 
-def quantile_answer(agg: Aggregate, prefix: np.ndarray, variance: np.ndarray, domain) -> tuple[np.ndarray, np.ndarray]:
+def quantile_answer(agg: Aggregate, model: AnsweringModel, domain) -> tuple[np.ndarray, np.ndarray]:
     """A quantile per group and its standard error: the larger distance from it to an end of its 95%
-    rank interval mapped to values, over 1.96 (so `Result.ci(0.95)` covers that interval). NaN where
-    a group's count is below 1."""
+    interval (`quantile_bins`, from the exact variances of P̂(j) − q·N̂) mapped to values, over 1.96 (so
+    `Result.ci(0.95)` covers that interval). NaN where a group's count is below 1."""
     block, column = agg.blocks[0], agg.column
+    prefix, _ = model.answer(block)
+    _, difference_variance = model.answer(difference_block(block, column.name, agg.quantile))
     axes = [a for a in domain.attributes if a in block.group_by or a in block.mapped_rows]
     shape = [block.mapped_rows.get(a) or domain.size_of(a) for a in axes]
     position = axes.index(column.name)
-    prefix = np.moveaxis(np.asarray(prefix).reshape(shape), position, -1).reshape(-1, shape[position])
-    variance = np.moveaxis(np.asarray(variance).reshape(shape), position, -1).reshape(-1, shape[position])
-    found = quantile_bins(prefix, variance, agg.quantile, _Z95)
+
+    def by_group(values):
+        return np.moveaxis(np.asarray(values, dtype=float).reshape(shape), position, -1).reshape(-1, shape[position])
+
+    found = quantile_bins(by_group(prefix), by_group(difference_variance), agg.quantile, _Z95)
     bins = np.maximum(found.bin, 0)
     if column.kind == NUMERIC:
         edges = np.asarray([float(e) for e in column.edges()])

@@ -4,6 +4,7 @@
 import math
 
 import duckdb
+import numpy as np
 import pytest
 
 import dpsql
@@ -14,6 +15,13 @@ CATALOG = """
 privacy_unit = "customer"
 max_rows_per_unit = 4
 [tables.orders.columns]
+region = { type = "categorical", values = ["N", "S"] }
+amount = { type = "integer", min = 0, max = 9 }
+
+[tables.visits]
+privacy_unit = "customer"
+max_rows_per_unit = 2
+[tables.visits.columns]
 region = { type = "categorical", values = ["N", "S"] }
 amount = { type = "integer", min = 0, max = 9 }
 
@@ -36,6 +44,10 @@ def database(tmp_path_factory):
         CASE WHEN c % 2 = 0 THEN 'N' ELSE 'S' END AS region, (c + j) % 10 AS amount
         FROM range({CUSTOMERS}) t(c), range(4) s(j) WHERE j <= c % 4""")
     con.execute("CREATE TABLE items AS SELECT id AS order_id, id % 4 AS sku FROM orders")
+    # Every customer visits 10 times (5 times the bound), once with each amount, in region N when the
+    # amount is below 3 or the customer is even, else in S.
+    con.execute(f"""CREATE TABLE visits AS SELECT c AS customer, j AS amount,
+        CASE WHEN j < 3 OR c % 2 = 0 THEN 'N' ELSE 'S' END AS region FROM range({CUSTOMERS}) t(c), range(10) s(j)""")
     con.close()
     return path
 
@@ -79,6 +91,37 @@ def test_grouped_counts_have_sensitivity_of_the_groups_a_unit_can_reach(database
     spent = conn.session.ledger.spent()
     cur.execute("SELECT region, COUNT(DISTINCT customer) FROM orders GROUP BY region")
     assert conn.session.ledger.spent() == spent  # asked again: free
+
+
+@pytest.mark.parametrize("where", ["WHERE amount = 7", "WHERE amount >= 5 AND region = 'S'"])
+def test_units_with_more_rows_than_the_bound_all_count(database, tmp_path, where):
+    """A unit counts once whatever its rows: its rows are not bounded before the WHERE (which kept 2 of each
+    customer's 10 visits, so `amount = 7` found a fifth of them). Unbiased over seeds, sensitivity 1."""
+    exact = _exact(database, f"SELECT COUNT(DISTINCT customer) FROM visits {where}")[0][0]
+    errors = []
+    for seed in range(8):
+        conn = dpsql.connect(database, catalog=CATALOG, state=str(tmp_path / f"l{seed}.duckdb"), epsilon=2.0,
+                             delta=1e-6, query_epsilon=0.5, seed=seed)
+        cur = conn.cursor()
+        cur.execute("SET dpsql.stderr = on")
+        (value, stderr), = cur.execute(f"SELECT COUNT(DISTINCT customer) FROM visits {where}").fetchall()
+        assert stderr == pytest.approx(math.sqrt(1 / (2 * conn.session.query_share)), rel=0.02)
+        errors.append((value - exact) / stderr)
+        conn.close()
+    assert abs(np.mean(errors)) < 4 / math.sqrt(len(errors)) and np.all(np.abs(errors) < 4.5)
+
+
+def test_grouped_units_keep_up_to_k_groups_after_the_where(database, tmp_path):
+    """GROUP BY: a unit keeps k of its groups among its rows meeting the WHERE (here every customer has at
+    most 2 = k regions, so all count), and adds at most min(k, groups) pairs."""
+    conn = _connect(database, tmp_path)
+    cur = conn.cursor()
+    cur.execute("SET dpsql.stderr = on")
+    sql = "SELECT region, COUNT(DISTINCT customer) AS n FROM visits WHERE amount >= 2 GROUP BY region"
+    exact = dict(_exact(database, sql.replace(" AS n", "")))
+    for region, value, stderr in cur.execute(sql).fetchall():
+        assert stderr == pytest.approx(math.sqrt(2 ** 2 / (2 * conn.session.query_share)), rel=0.05)
+        assert abs(value - exact[region]) < 4.5 * stderr
 
 
 @pytest.mark.parametrize("sql, message", [

@@ -34,7 +34,7 @@ from mechanisms.ldp.client import HASH_PRIME
 from mechanisms.ldp.tally import Payload, ReportTally
 
 Clique = tuple[str, ...]
-_UNIT, _RANK = "__dpsql_unit", "__dpsql_rank"
+_UNIT, _RANK, _FIRST = "__dpsql_unit", "__dpsql_rank", "__dpsql_first"
 SCAN_FAILED = (
     "the measurement failed in the database; nothing was charged (the data owner's log, logger 'dpsql.scan', "
     "has the cause)"
@@ -146,10 +146,31 @@ def bounded_source(table: Table, key: str | None, relation: Relation = quote_ide
 def unit_pairs_source(table: Table, key: str | None, relation: Relation = quote_identifier,
                       stored: Stored = None) -> str:
     """FROM-clause SQL of a `Table.distinct_units` table: the distinct (unit, bins) pairs of its base
-    table's bounded rows that meet its condition; each column holds its bin."""
-    bins = "".join(f", {c.bin_sql()} AS {quote_identifier(c.name)}" for c in table.columns.values())
-    base = bounded_source(table.units_of, key, relation, stored=stored)
-    return f"(SELECT DISTINCT {_UNIT}{bins} FROM {base} WHERE {table.units_where}) AS pairs"
+    table's rows that fit the catalog, have a unit and meet its condition; each column holds its bin.
+
+    A unit counts once per cell whatever its rows, so its rows are not bounded (bounding them before the
+    condition lost the units whose kept rows all failed it). Each unit keeps at most k of its cells
+    (`Table.contribution`): an append-only table's first k by their first row's time, others' by
+    SHA-256 of (secret key, unit, bins). Without a GROUP BY a unit has one pair: nothing is dropped."""
+    base = table.units_of
+    columns = list(table.columns.values())
+    bins = "".join(f", {c.bin_sql()} AS {quote_identifier(c.name)}" for c in columns)
+    rows = f"({unit_rows_sql(base, relation, stored)}) AS u WHERE {_UNIT} IS NOT NULL AND ({table.units_where})"
+    if not columns:
+        return f"(SELECT DISTINCT {_UNIT} FROM {rows}) AS pairs"
+    if not key:
+        raise ProgrammingError(f"measuring {table.name!r} needs the ledger's bounding key (it has a privacy unit)")
+    names = [quote_identifier(c.name) for c in columns]
+    cells = [f"CAST({n} AS VARCHAR)" for n in names]
+    if base.append_only:  # a cell is placed by its first row: a later row never evicts a cell counted
+        pairs = (f"SELECT {_UNIT}{bins}, MIN({quote_identifier(base.time_column)}) AS {_FIRST} FROM {rows} "
+                 f"GROUP BY {', '.join(str(i) for i in range(1, len(columns) + 2))}")
+        order = ", ".join([_FIRST, *names])
+    else:
+        pairs = f"SELECT DISTINCT {_UNIT}{bins} FROM {rows}"
+        order = f"SHA256(CONCAT_WS('|', {quote_string(key)}, CAST({_UNIT} AS VARCHAR), {', '.join(cells)}))"
+    ranked = f"SELECT *, ROW_NUMBER() OVER (PARTITION BY {_UNIT} ORDER BY {order}) AS {_RANK} FROM ({pairs}) AS d"
+    return f"(SELECT {_UNIT}, {', '.join(names)} FROM ({ranked}) AS r WHERE {_RANK} <= {table.contribution}) AS pairs"
 
 
 def dropped_rows_sql(table: Table, cap: int, relation: Relation = quote_identifier, stored: Stored = None) -> str:

@@ -22,9 +22,9 @@ import numpy as np
 
 from mechanisms.domain import Domain
 from mechanisms.ldp.client import InputHadamard, MarginalProtocol
-from mechanisms.ldp.frequency import coefficient_means, fwht, hadamard_cells
+from mechanisms.ldp.frequency import fwht, hadamard_cells
 from mechanisms.ldp.marginals import inpht_coefficients, marginal_masks, subcube
-from mechanisms.ldp.stratified_answers import DIRECT, SIGN, UNARY, FlatMap, Strata, StratifiedAnswers
+from mechanisms.ldp.stratified_answers import DIRECT, UNARY, FlatMap, Strata, StratifiedAnswers, sign_strata
 from mechanisms.ldp.tally import ReportTally
 
 __all__ = ["inpht_answers", "sampled_marginal_answers"]
@@ -35,7 +35,7 @@ def inpht_answers(domain: Domain, protocol: InputHadamard, tally: ReportTally) -
     alphas = inpht_coefficients(protocol.attributes, protocol.order)
     counts, sums = tally.lookup(0, alphas)
     truth = float(protocol.truth)
-    strata = Strata(coefficient_means(counts, sums, truth), np.arange(len(alphas)), counts, SIGN, truth)
+    strata = sign_strata(counts, sums, truth)
     size = 1 << protocol.attributes
 
     def reconstruct(theta):
@@ -84,7 +84,7 @@ def sampled_marginal_answers(domain: Domain, protocol: MarginalProtocol, tally: 
         parts = [tally.lookup(int(beta), subcube(int(beta))[1:]) for beta in masks]
         counts, sums = np.concatenate([c for c, _ in parts]), np.concatenate([s for _, s in parts])
         truth = float(protocol.truth)
-        strata = Strata(coefficient_means(counts, sums, truth), np.arange(len(counts)), counts, SIGN, truth)
+        strata = sign_strata(counts, sums, truth)
         hadamard = np.stack([hadamard_cells(np.r_[0.0, e]) for e in np.eye(cells - 1)], axis=1) - 1.0 / cells
         maps = [(np.full(cells, 1.0 / cells), hadamard)] * len(masks)
     else:

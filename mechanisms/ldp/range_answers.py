@@ -15,9 +15,9 @@ import numpy as np
 
 from mechanisms.domain import Domain
 from mechanisms.ldp.client import HadamardResponse, HaarHRR, HierarchicalHistogram
-from mechanisms.ldp.frequency import coefficient_means, hadamard_cells
+from mechanisms.ldp.frequency import hadamard_cells
 from mechanisms.ldp.ranges import consistent_leaves, haar_from_coefficients
-from mechanisms.ldp.stratified_answers import SIGN, UNARY, FlatMap, Strata, StratifiedAnswers
+from mechanisms.ldp.stratified_answers import UNARY, FlatMap, Strata, StratifiedAnswers, sign_strata
 from mechanisms.ldp.tally import ReportTally
 
 __all__ = ["hrr_answers", "hh_answers", "haar_answers"]
@@ -28,14 +28,14 @@ def _split(theta: np.ndarray, lengths: list[int]) -> list[np.ndarray]:
 
 
 def _sign_strata(tally: ReportTally, strata: list[int], sizes: list[int], first: int, truth: float) -> Strata:
-    """±1 coefficients: stratum s's items first .. size − 1, each coordinate its own stratum."""
-    counts, sums = [], []
+    """±1 coefficients: stratum s's items first .. size − 1, each coordinate its own stratum, grouped by s."""
+    counts, sums, group = [], [], []
     for s, size in zip(strata, sizes):
         c, t = tally.dense(s, size)
         counts.append(c[first:])
         sums.append(t[first:])
-    counts, sums = np.concatenate(counts), np.concatenate(sums)
-    return Strata(coefficient_means(counts, sums, truth), np.arange(len(counts)), counts, SIGN, truth)
+        group.append(np.full(size - first, len(group)))
+    return sign_strata(np.concatenate(counts), np.concatenate(sums), truth, np.concatenate(group))
 
 
 def hrr_answers(domain: Domain, protocol: HadamardResponse, tally: ReportTally) -> StratifiedAnswers:
