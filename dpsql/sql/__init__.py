@@ -4,7 +4,8 @@
   SET dpsql.*, WEIGHT hints);
 - `public`: which statements are DP queries, and the allowlist of public SQL;
 - `compiler`: a DP query (sqlglot AST) to blocks of Kronecker linear queries and a result
-  template; `expressions` compiles conditions and values, `lookups` joins with public tables.
+  template; `aggregates` compiles each aggregate to blocks, `expressions` conditions and values,
+  `lookups` joins with public tables.
 
 To add a SQL construct: teach `expressions` (a condition or a value: an indicator or a
 weight over a declared column's bins) or `compiler` (the query's shape: aggregates, GROUP
