@@ -2,7 +2,7 @@
 
 The data owner declares every queryable column of a protected table, in TOML
 or from Python. Declarations are public: the engine never reads a domain from
-the private data. Three column types exist:
+the private data. The column types:
 
 - ``integer``: one bin per value from ``min`` to ``max``; values outside are
   clamped to the nearest end, non-integers are floored.
@@ -18,6 +18,10 @@ the private data. Three column types exist:
   released key, and one for every other key (shown as NULL where it is grouped).
   Its declaration, and so the table's signature, does not name the keys: one
   ledger releases one key set per column, so measurements stay valid.
+
+- ``presence``: a column declared for its NULL-ness only, without values (usually with
+  ``nullable = true``): it can be counted (``COUNT(col)``) and tested with ``IS [NOT] NULL``,
+  nothing else.
 
 ``nullable = true`` adds a NULL bin (the last one). The *protected table* is
 the set of rows that fit every declaration: rows with NULL in a non-nullable

@@ -1,6 +1,6 @@
 """Column declarations: the public domain of one column, and the SQL that bins its values.
 
-The four types (``integer``, ``numeric``, ``categorical``, ``key``) and ``nullable`` are
+The five types (``integer``, ``numeric``, ``categorical``, ``key``, ``presence``) and ``nullable`` are
 described in `dpsql.catalog`, which holds the tables. A `Column` knows its bins (`size`,
 `labels`, `bin_values`), the SQL binning a row's value (`bin_sql`) and the condition a row
 must meet to belong to the protected table (`fits_sql`). `parse_column` checks a TOML or
@@ -18,7 +18,7 @@ import numpy as np
 
 from dpsql.errors import CatalogError
 
-INTEGER, NUMERIC, CATEGORICAL, KEY = "integer", "numeric", "categorical", "key"
+INTEGER, NUMERIC, CATEGORICAL, KEY, PRESENCE = "integer", "numeric", "categorical", "key", "presence"
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -68,6 +68,8 @@ class Column:
             return int(self.bins)
         if self.kind == KEY:
             return len(self.values) + 1  # the released keys and every other key
+        if self.kind == PRESENCE:
+            return 1  # one bin for every value: only whether it is NULL is declared
         return len(self.values)
 
     @property
@@ -89,6 +91,8 @@ class Column:
 
     def labels(self) -> list[Any]:
         """The value shown for each bin in GROUP BY output (NULL bin: None)."""
+        if self.kind == PRESENCE:
+            raise CatalogError(self._presence_only("grouped by"))
         if self.kind == INTEGER:
             out: list[Any] = list(range(int(self.low), int(self.high) + 1))
         elif self.kind == NUMERIC:
@@ -118,6 +122,8 @@ class Column:
         if self.kind == KEY:
             return f"key, {len(self.values)} released" if self.released else "key, none released yet"
         null = ", nullable" if self.nullable else ""
+        if self.kind == PRESENCE:
+            return f"presence only (NULL or not){null}"
         if self.kind == INTEGER:
             return f"integer {self.low}..{self.high}{null}"
         if self.kind == NUMERIC:
@@ -134,6 +140,8 @@ class Column:
 
     def bin_values(self) -> np.ndarray:
         """The number each bin stands for in SUM/AVG (NULL bin: 0)."""
+        if self.kind == PRESENCE:
+            raise CatalogError(self._presence_only("summed"))
         if self.kind in (CATEGORICAL, KEY):
             raise CatalogError(f"column {self.name!r} is {self.kind}: it has no numeric values to sum")
         if self.kind == INTEGER:
@@ -150,6 +158,8 @@ class Column:
         """Indicator over bins of `column <op> literal` (NULL bin never true)."""
         if op not in COMPARISONS:
             raise CatalogError(f"unsupported comparison {op!r}")
+        if self.kind == PRESENCE:
+            raise CatalogError(self._presence_only("compared with a value"))
         out = np.zeros(self.size)
         if self.kind == KEY:
             if op not in ("=", "<>"):
@@ -221,6 +231,10 @@ class Column:
                                "counted together, and no answer can single one out")
         return self.values.index(str(literal))
 
+    def _presence_only(self, what: str) -> str:
+        return (f"column {self.name!r} is declared for presence only (NULL or not), without values: it cannot be "
+                f"{what}; count it (COUNT({self.name})) or test it with IS NULL / IS NOT NULL, or declare its domain")
+
     def not_released(self) -> str:
         """Why an unreleased key column cannot be used, and what to run first."""
         return (f"the keys of {self.name!r} have not been released yet: run SELECT {self.name}, COUNT(*) FROM "
@@ -253,6 +267,8 @@ class Column:
         which bind on them all.
         """
         col = source or quote_identifier(self.name)
+        if self.kind == PRESENCE:
+            return f"CAST(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END AS INTEGER)" if self.nullable else "CAST(0 AS INTEGER)"
         if self.kind == KEY:
             cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
             return f"CAST(CASE CAST({col} AS VARCHAR) {cases} ELSE {len(self.values)} END AS INTEGER)" if cases \
@@ -366,6 +382,11 @@ def categorical(values: Iterable[str], ordered: bool = False, other: str | None 
     return decl
 
 
+def presence(nullable: bool = True) -> dict:
+    """Python-API declaration of a column declared for presence only: COUNT(col) and IS [NOT] NULL, no values."""
+    return {"type": PRESENCE, "nullable": nullable}
+
+
 def key() -> dict:
     """Python-API declaration of a key column (values not declared; released by partition selection)."""
     return {"type": KEY}
@@ -373,6 +394,7 @@ def key() -> dict:
 
 _KEYS = {
     KEY: {"type"},
+    PRESENCE: {"type", "nullable"},
     INTEGER: {"type", "min", "max", "nullable"},
     NUMERIC: {"type", "min", "max", "bins", "nullable"},
     CATEGORICAL: {"type", "values", "ordered", "other", "nullable"},
@@ -382,18 +404,20 @@ _KEYS = {
 def parse_column(name: str, decl: dict) -> Column:
     """Validate one column declaration (a TOML inline table or a dict)."""
     if not isinstance(decl, dict) or "type" not in decl:
-        raise CatalogError(f"column {name!r}: a declaration needs a type (integer, numeric, categorical or key)")
+        raise CatalogError(f"column {name!r}: a declaration needs a type (integer, numeric, categorical, key or "
+                           "presence)")
     kind = decl["type"]
     if kind not in _KEYS:
-        raise CatalogError(f"column {name!r}: unknown type {kind!r} (use integer, numeric, categorical or key)")
+        raise CatalogError(f"column {name!r}: unknown type {kind!r} (use integer, numeric, categorical, key or "
+                           "presence)")
     unknown = set(decl) - _KEYS[kind]
     if unknown:
         raise CatalogError(f"column {name!r}: unknown keys {sorted(unknown)} for type {kind}")
     nullable = decl.get("nullable", False)
     if not isinstance(nullable, bool):
         raise CatalogError(f"column {name!r}: nullable must be true or false")
-    if kind == KEY:
-        return Column(name, kind)
+    if kind in (KEY, PRESENCE):
+        return Column(name, kind, nullable if kind == PRESENCE else False)
     if kind == CATEGORICAL:
         values = decl.get("values")
         if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
@@ -424,5 +448,5 @@ def parse_column(name: str, decl: dict) -> Column:
     return Column(name, kind, nullable, low=low, high=high, bins=bins)
 
 
-__all__ = ["CATEGORICAL", "COMPARISONS", "INTEGER", "KEY", "NUMERIC", "Column", "categorical", "integer",
-           "key", "numeric", "parse_column", "quote_identifier", "quote_string"]
+__all__ = ["CATEGORICAL", "COMPARISONS", "INTEGER", "KEY", "NUMERIC", "PRESENCE", "Column", "categorical",
+           "integer", "key", "numeric", "parse_column", "presence", "quote_identifier", "quote_string"]

@@ -15,7 +15,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpsql.catalog import Table
-from dpsql.columns import CATEGORICAL, Column
+from dpsql.columns import CATEGORICAL, KEY, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import Condition, ExpressionCompiler, Value, literal_value
 from mechanisms.matrices import Dense, Diagonal
@@ -110,10 +110,7 @@ def compile_aggregate(
         )
     label = f"{prefix}{node.sql()}"
     if isinstance(agg, exp.Count):
-        if isinstance(arg, exp.Star) or arg is None:
-            present = Predicate.constant(1.0)
-        else:
-            present = compiler.value(arg).present
+        present = _counted(arg, compiler, table)
         return Aggregate("count", label, [_block(label, condition.true * present, layout, table.domain)])
     value = compiler.value(arg)
     if value.value is None:
@@ -125,6 +122,35 @@ def compile_aggregate(
     total = _block(f"{label} [sum]", condition.true * centered, layout, table.domain)
     count = _block(f"{label} [count]", condition.true * value.present, layout, table.domain)
     return Aggregate("avg", label, [total, count], center)
+
+
+def _counted(arg: exp.Expression | None, compiler: ExpressionCompiler, table: Table) -> Predicate:
+    """What COUNT(arg) adds per cell: 1 where `arg` is not NULL.
+
+    COUNT(*) and COUNT of the privacy-unit column (or of the foreign key that reaches the unit) count
+    rows: rows without a unit are outside the protected table. A declared column's NULL-ness is its NULL
+    bin (a `presence` column declares nothing else); a key column's is not declared (NULL shares the bin
+    of the keys not released), so COUNT of it is refused."""
+    if arg is None or isinstance(arg, exp.Star):
+        return Predicate.constant(1.0)
+    if isinstance(arg, exp.Column) and _names_unit(arg, compiler, table):
+        return Predicate.constant(1.0)
+    column = compiler.resolve(arg) if isinstance(arg, exp.Column) else None
+    if not isinstance(column, Column):
+        return compiler.value(arg).present
+    if column.kind == KEY:
+        raise NotSupportedError(
+            f"COUNT({arg.sql()}): key column {column.name!r} does not declare which rows hold NULL (they are counted "
+            "with the keys not released); use COUNT(*), or declare a presence column for it")
+    return Predicate.on(column.name, column.not_null())
+
+
+def _names_unit(arg: exp.Column, compiler: ExpressionCompiler, table: Table) -> bool:
+    """Whether `arg` names the table's privacy-unit column (or its foreign key to the unit), not declared."""
+    units = {c.lower() for c in (table.unit_column, table.unit_link.column if table.unit_link else None) if c}
+    qualifiers = {"", table.name.lower(), (compiler.alias or "").lower()}
+    return (arg.name.lower() in units and arg.table.lower() in qualifiers
+            and not any(c.lower() == arg.name.lower() for c in table.columns))
 
 
 QUANTILE_NODES = (exp.Median, exp.Quantile, exp.PercentileCont, exp.PercentileDisc, exp.Min, exp.Max)

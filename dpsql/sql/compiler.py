@@ -151,6 +151,10 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         if joined is not None:  # an INNER join keeps the rows whose value finds a public row
             where = where.and_(joined)
     select_items = list(tree.expressions)
+    if tree.args.get("group") and not any(is_aggregate_node(n) for n in tree.walk()):
+        raise ProgrammingError(
+            "GROUP BY without an aggregate would list the groups that occur in the data, which depends on "
+            "individuals; add COUNT(*) (and HAVING COUNT(*) > n to keep only groups with enough rows)")
     selection = _key_selection(tree, select_items, compiler, where, lookups)
     if selection is not None:
         return CompiledQuery(sql, table, [], [], tree, [], [], selection)
@@ -341,14 +345,12 @@ def _key_selection(tree: exp.Select, items: list[exp.Expression], compiler: Expr
                    lookups) -> KeySelection | None:
     """The partition selection a query asks for, if it groups by a key column whose keys are not released:
     COUNT(*) (or COUNT of a constant) per key, nothing else, over the rows its WHERE keeps."""
-    group = tree.args.get("group")
     unreleased = {c.name.lower(): c for c in compiler.table.columns.values() if c.is_open}
-    named = [g for g in (group.expressions if group and unreleased else []) if isinstance(g, exp.Column)]
-    column = next((unreleased[g.name.lower()] for g in named if g.name.lower() in unreleased and (
-        not g.table or g.table.lower() in {compiler.table.name.lower(), (compiler.alias or "").lower()})), None)
+    keys = _group_by(tree, items, compiler) if unreleased else []  # GROUP BY url, GROUP BY 1, GROUP BY an alias
+    column = next((unreleased[k.attribute.lower()] for k in keys if k.attribute.lower() in unreleased), None)
     if column is None:
         return None
-    if len(group.expressions) != 1 or lookups:
+    if len(keys) != 1 or lookups:
         raise NotSupportedError(f"{column.not_released()}; until then it can only be grouped by alone, without joins")
     for item in items:
         inner = item.this if isinstance(item, exp.Alias) else item
