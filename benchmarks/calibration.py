@@ -1,8 +1,8 @@
 """Are the error bars honest? Coverage of the stated confidence intervals against the truth.
 
 On three tables — the generated demo `people` table, adult and nltcs (../shared/data) —
-a set of queries (COUNT with GROUP BY and range filters, SUM and AVG where a column
-has values to add) is answered through the DB-API in three states of the ledger:
+a set of queries (COUNT with GROUP BY and range filters, SUM, AVG and variances where a
+column has values to add) is answered through the DB-API in three states of the ledger:
 
 - *fresh*: each query on its own, spending the per-query share;
 - *workload*: all of them as one `BEGIN WORKLOAD WITH (epsilon = ...)`;
@@ -59,6 +59,8 @@ def people_queries(rng: random.Random) -> list[str]:
         "SELECT sex, SUM(hours_per_week) FROM people GROUP BY sex",
         "SELECT education, AVG(income) FROM people GROUP BY education",
         "SELECT race, AVG(hours_per_week) FROM people WHERE age >= 25 GROUP BY race",
+        "SELECT sex, VAR_SAMP(age) FROM people GROUP BY sex",
+        "SELECT region, STDDEV_POP(hours_per_week) FROM people WHERE age >= 25 GROUP BY region",
     ]
 
 
@@ -82,6 +84,7 @@ def coded_queries(table: str, sizes: dict[str, int], rng: random.Random) -> list
     c, g = rng.choice(wide), rng.choice(small)
     out.append(f"SELECT {q(g)}, SUM({q(c)}) FROM {table} GROUP BY {q(g)}")
     out.append(f"SELECT {q(g)}, AVG({q(c)}) FROM {table} GROUP BY {q(g)}")
+    out.append(f"SELECT {q(g)}, VAR_SAMP({q(c)}) FROM {table} GROUP BY {q(g)}")
     return out
 
 
@@ -113,7 +116,8 @@ def answers(conn, con, sql: str) -> list[dict]:
                 continue  # a group label
             if true_value is None or value is None:
                 continue  # AVG over an empty group
-            kind = "avg" if "AVG" in sql else "sum" if "SUM" in sql else "count"
+            kind = "variance" if "VAR" in sql or "STDDEV" in sql else \
+                "avg" if "AVG" in sql else "sum" if "SUM" in sql else "count"
             out.append({"estimate": float(value), "truth": float(true_value),
                         "stderr": None if error is None else float(error), "kind": kind,
                         "answered_by": ", ".join(result.answered_by), "charged": result.charged > 0})

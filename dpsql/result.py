@@ -21,6 +21,7 @@ from sqlglot import exp
 from dpsql.columns import NUMERIC
 from dpsql.sql.compiler import RESULT_RELATION, ROW_ORDER, Aggregate, CompiledQuery
 from dpsql.errors import ProgrammingError
+from dpsql.moments import moment_answer
 from dpsql.sql.public import SANDBOX_CONFIG
 from mechanisms.quantiles import quantile_bins
 from mechanisms.reconstruction.answering import AnsweringModel
@@ -90,11 +91,14 @@ def answered_by(query: CompiledQuery, model: AnsweringModel) -> list[str]:
 
 def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple[np.ndarray, np.ndarray]]:
     """(estimate, standard error) per aggregate; AVG by the delta method on SUM/COUNT; a quantile
-    from its column's noisy CDF (`quantile_answer`)."""
+    from its column's noisy CDF (`quantile_answer`); a variance from its sums (`moment_answer`)."""
     out = []
     for agg in query.aggregates:
         if agg.kind == "quantile":
             out.append(quantile_answer(agg, *model.answer(agg.blocks[0]), query.table.domain))
+            continue
+        if agg.kind in ("variance", "stddev"):
+            out.append(moment_answer(agg, model))
             continue
         if agg.kind != "avg":
             est, var = model.answer(agg.blocks[0])

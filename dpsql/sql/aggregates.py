@@ -23,11 +23,6 @@ from mechanisms.workload import Block, Predicate, Term
 
 REFUSED_AGGREGATES = {
     "ApproxQuantile": "percentiles are not supported yet; use a GROUP BY histogram of the column",
-    "Stddev": "standard deviations are not supported yet; use AVG of the column and of its square",
-    "StddevPop": "standard deviations are not supported yet",
-    "StddevSamp": "standard deviations are not supported yet",
-    "Variance": "variances are not supported yet",
-    "VariancePop": "variances are not supported yet",
     "ArrayAgg": "collecting raw values would release them; use COUNT/SUM/AVG",
     "GroupConcat": "collecting raw values would release them; use COUNT/SUM/AVG",
     "AnyValue": "ANY_VALUE releases a raw value; use COUNT/SUM/AVG",
@@ -47,19 +42,36 @@ ANONYMOUS_AGGREGATES = frozenset({
 })
 
 
+# Variance and standard deviation under each name: (sample, root). sqlglot parses most as their own nodes
+# (VAR_SAMP as Variance, MySQL's STD and VARIANCE as StddevPop and VariancePop); VAR, VARP and STDEVP
+# (T-SQL) and STD (MySQL's population standard deviation) as anonymous functions in other dialects.
+MOMENT_NODES = {exp.Variance: (True, False), exp.VariancePop: (False, False), exp.Stddev: (True, True),
+                exp.StddevSamp: (True, True), exp.StddevPop: (False, True)}
+ANONYMOUS_MOMENTS = {"var": (True, False), "varp": (False, False), "std": (False, True), "stdevp": (False, True)}
+
+
+def moment(node: exp.Expression) -> tuple[bool, bool] | None:
+    """(sample, root) when `node` is a variance or standard deviation, else None."""
+    if isinstance(node, exp.Anonymous):
+        return ANONYMOUS_MOMENTS.get(node.name.lower())
+    return MOMENT_NODES.get(type(node))
+
+
 @dataclass
 class Aggregate:
-    """One aggregate of the query: COUNT or SUM (one block), AVG (SUM and COUNT blocks), or a
-    quantile (one block: the prefix counts of its column, per group).
+    """One aggregate of the query: COUNT or SUM (one block), AVG (SUM and COUNT blocks), a
+    quantile (one block: the prefix counts of its column, per group), or a variance or standard
+    deviation (blocks of the sum of squares, the sum and the count: `dpsql.moments`).
 
     An AVG's sum block measures SUM(x - center), `center` the middle of x's declared
     range: half the sensitivity of SUM(x) when the range is [0, U], and its noise is
     not multiplied by the mean when divided by the count (`average`). A quantile is read
     off the noisy CDF of `column` (`mechanisms.quantiles`); MIN and MAX are answered as
     the `MIN_MAX_QUANTILE` and 1 − `MIN_MAX_QUANTILE` quantiles (`approximation` says so).
+    A variance's sums are centred likewise: SUM((x - center)²), SUM(x - center), COUNT(x).
     """
 
-    kind: str  # "count", "sum", "avg" or "quantile"
+    kind: str  # "count", "sum", "avg", "quantile", "variance" or "stddev"
     sql: str
     blocks: list[Block]
     center: float = 0.0
@@ -67,6 +79,7 @@ class Aggregate:
     column: Column | None = None  # a quantile's column
     discrete: bool = False  # PERCENTILE_DISC: a bin's value, not interpolated within the bin
     approximation: str = ""
+    sample: bool = False  # a variance or standard deviation: of the sample (n - 1), else of the population
 
     def average(self, centered_sum: np.ndarray, count: np.ndarray, least: float) -> np.ndarray:
         """AVG from its two blocks' answers: center + sum / count where count >= `least`, else NaN."""
@@ -77,10 +90,11 @@ class Aggregate:
 
 def is_aggregate_node(node: exp.Expression) -> bool:
     if isinstance(node, exp.Filter):
-        return isinstance(node.this, (exp.AggFunc, exp.WithinGroup))
+        return isinstance(node.this, (exp.AggFunc, exp.WithinGroup)) or moment(node.this) is not None
     if isinstance(node, exp.WithinGroup):
         return isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)) and not isinstance(node.parent, exp.Filter)
-    return (isinstance(node, exp.AggFunc) and not isinstance(node.parent, (exp.Filter, exp.WithinGroup)))
+    return ((isinstance(node, exp.AggFunc) or moment(node) is not None)
+            and not isinstance(node.parent, (exp.Filter, exp.WithinGroup)))
 
 
 def compile_aggregate(
@@ -98,6 +112,8 @@ def compile_aggregate(
         condition = condition.and_(compiler.condition(node.expression.this))
     if isinstance(agg, exp.WithinGroup) or isinstance(agg, QUANTILE_NODES):
         return _compile_quantile(agg, node, compiler, condition, layout, table, prefix)
+    if moment(agg) is not None:
+        return _compile_moment(agg, node, compiler, condition, layout, table, prefix)
     if agg.find(exp.AggFunc) is not agg or any(isinstance(n, exp.AggFunc) for n in agg.walk() if n is not agg):
         raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
     arg = agg.this
@@ -209,6 +225,40 @@ def _fraction(node: exp.Expression | None, whole: exp.Expression) -> float:
 
 # Ranges of value expressions over more cells than this are not evaluated (AVG is then not centred).
 _RANGE_CELLS = 1 << 20
+
+
+def _compile_moment(agg: exp.Expression, node: exp.Expression, compiler: ExpressionCompiler, condition: Condition,
+                    layout, table: Table, prefix: str) -> Aggregate:
+    """VAR_POP/VAR_SAMP/STDDEV_POP/STDDEV_SAMP(x) (every name of them): blocks of SUM((x - c)²), SUM(x - c) and
+    COUNT(x) per group, c the middle of x's declared range (the square's sensitivity is (range / 2)²)."""
+    sample, root = moment(agg)
+    args = agg.expressions if isinstance(agg, exp.Anonymous) else [agg.this]
+    if len(args) != 1 or args[0] is None:
+        raise ProgrammingError(f"{node.sql()!r}: a variance or standard deviation takes one argument")
+    arg = args[0]
+    if isinstance(arg, exp.Distinct):
+        raise NotSupportedError(f"{node.sql()!r}: DISTINCT values have unbounded sensitivity; drop DISTINCT")
+    if any(isinstance(n, exp.AggFunc) or moment(n) is not None for n in arg.walk()):
+        raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
+    value = compiler.value(arg)
+    if value.value is None:
+        raise CatalogError(f"{node.sql()!r} needs a numeric column or expression")
+    center = _middle_of_range(value, table.domain)
+    centered = _collapsed(value.value - value.present.scale(center) if center else value.value, table.domain)
+    label = f"{prefix}{node.sql()}"
+    blocks = [_block(f"{label} [{what}]", condition.true * p, layout, table.domain) for what, p in (
+        ("sum of squares", _collapsed(centered * centered, table.domain)), ("sum", centered),
+        ("count", value.present))]
+    return Aggregate("stddev" if root else "variance", label, blocks, center, sample=sample)
+
+
+def _collapsed(predicate: Predicate, domain) -> Predicate:
+    """A predicate of one attribute as one term (its products expand into many)."""
+    attributes = predicate.attributes()
+    if len(attributes) != 1:
+        return predicate
+    (attribute,) = attributes
+    return Predicate.on(attribute, predicate.dense((attribute,), domain))
 
 
 def _middle_of_range(value: Value, domain) -> float:

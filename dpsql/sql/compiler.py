@@ -33,8 +33,8 @@ from sqlglot.errors import ParseError
 from dpsql.catalog import Catalog, Table
 from dpsql.columns import KEY
 from dpsql.errors import NotSupportedError, ProgrammingError
-from dpsql.sql.aggregates import (ANONYMOUS_AGGREGATES, QUANTILE_NODES, REFUSED_AGGREGATES, Aggregate,
-                                  compile_aggregate, is_aggregate_node)
+from dpsql.sql.aggregates import (ANONYMOUS_AGGREGATES, MOMENT_NODES, QUANTILE_NODES, REFUSED_AGGREGATES,
+                                  Aggregate, compile_aggregate, is_aggregate_node)
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, literal_value
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
 from mechanisms.workload import Block
@@ -282,10 +282,11 @@ def _refuse_constructs(tree: exp.Select) -> None:
             raise NotSupportedError("subqueries are not supported over a protected table; run them separately")
         if isinstance(node, exp.AggFunc) and type(node).__name__ in REFUSED_AGGREGATES:
             raise NotSupportedError(f"{type(node).__name__.upper()} is not supported: {REFUSED_AGGREGATES[type(node).__name__]}")
-        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *QUANTILE_NODES)):
+        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *QUANTILE_NODES,
+                                                                   *MOMENT_NODES)):
             raise NotSupportedError(
-                f"aggregate {node.sql()!r} is not supported; use COUNT, SUM, AVG or a quantile (MEDIAN, QUANTILE, "
-                "PERCENTILE_CONT)"
+                f"aggregate {node.sql()!r} is not supported; use COUNT, SUM, AVG, a quantile (MEDIAN, QUANTILE, "
+                "PERCENTILE_CONT) or a variance (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)"
             )
         if isinstance(node, exp.Anonymous) and node.name.lower() in {"min", "max", "median", "mode", "quantile"}:
             raise NotSupportedError(f"{node.name.upper()} is not supported over a protected table")
