@@ -36,6 +36,7 @@ from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.sql.aggregates import (ANONYMOUS_AGGREGATES, MOMENT_NODES, QUANTILE_NODES, REFUSED_AGGREGATES,
                                   Aggregate, compile_aggregate, is_aggregate_node)
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, literal_value
+from dpsql.sql.grouping_sets import flatten, grouping_value, is_grouping
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
 from mechanisms.workload import Block
 
@@ -71,10 +72,25 @@ class CompiledQuery:
     output_names: list[str]
     output_aggregate: list[int | None]  # per output column: index of a bare aggregate
     selection: KeySelection | None = None
+    grouping_sets: tuple[tuple[int, ...], ...] = ()  # GROUPING SETS/ROLLUP/CUBE: each set's keys (indices in groups)
     blocks: list[Block] = field(init=False)
 
     def __post_init__(self) -> None:
         self.blocks = [b for a in self.aggregates for b in a.blocks]
+
+    @property
+    def sets(self) -> tuple[tuple[int, ...], ...]:
+        """The grouping sets (one: every key, for a plain GROUP BY); `aggregates` holds each set's in turn."""
+        return self.grouping_sets or (tuple(range(len(self.groups))),)
+
+    def set_rows(self, keys: tuple[int, ...]) -> int:
+        """Rows of one grouping set: one per combination of its keys' values."""
+        return int(np.prod([len(self.groups[i].labels) for i in keys], dtype=np.int64))
+
+    def zero_answers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """A zero (estimate, standard error) per aggregate, of its rows: to try the template before measuring."""
+        per_set = len(self.aggregates) // len(self.sets)
+        return [(np.zeros(self.set_rows(keys)),) * 2 for keys in self.sets for _ in range(per_set)]
 
     @property
     def group_by(self) -> tuple[str, ...]:
@@ -83,8 +99,8 @@ class CompiledQuery:
 
     @property
     def rows(self) -> int:
-        """Rows of the per-group relation: one per combination of group values."""
-        return int(np.prod([len(k.labels) for k in self.groups], dtype=np.int64))
+        """Rows of the per-group relation: one per combination of group values, in each grouping set."""
+        return sum(self.set_rows(keys) for keys in self.sets)
 
 
 def parse_statement(sql: str, dialect: str, tokens: list | None = None) -> exp.Expression:
@@ -155,25 +171,38 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         raise ProgrammingError(
             "GROUP BY without an aggregate would list the groups that occur in the data, which depends on "
             "individuals; add COUNT(*) (and HAVING COUNT(*) > n to keep only groups with enough rows)")
+    tree, sets = flatten(tree, lambda t: _group_by(t, select_items, compiler))
     selection = _key_selection(tree, select_items, compiler, where, lookups)
+    if selection is not None and sets:
+        raise NotSupportedError(f"{table.column(selection.column).not_released()}; then group it by grouping sets")
     if selection is not None:
         return CompiledQuery(sql, table, [], [], tree, [], [], selection)
     units = _distinct_units(tree, select_items, compiler, where, lookups)
+    if units is not None and sets:
+        raise NotSupportedError("COUNT(DISTINCT <privacy unit>) with GROUPING SETS, ROLLUP or CUBE is not supported; "
+                                "ask one query per grouping")
     if units is not None:  # COUNT(DISTINCT unit) is COUNT(*) of the table of distinct (unit, group) pairs
         table, compiler, where = units, ExpressionCompiler(units, alias, []), ALWAYS
     groups = _group_by(tree, select_items, compiler)
-    layout = group_layout(groups, table.domain)
-
-    aggregates: list[Aggregate] = []
+    set_keys = sets or (tuple(range(len(groups))),)
+    layouts = [group_layout([groups[i] for i in keys], table.domain) for keys in set_keys]
+    prefixes = [f"{label}: " if label else ""] if not sets else [
+        f"{label + ': ' if label else ''}({', '.join(groups[i].name for i in keys)}) #{j + 1} "
+        for j, keys in enumerate(set_keys)]
+    per_set: list[list[Aggregate]] = [[] for _ in set_keys]  # each aggregate compiled for every grouping set
     index_of: dict[str, int] = {}
-    prefix = f"{label}: " if label else ""
 
     def aggregate_index(node: exp.Expression) -> int:
         key = node.sql()
         if key not in index_of:
-            index_of[key] = len(aggregates)
-            aggregates.append(compile_aggregate(node, compiler, where, layout, table, prefix))
+            index_of[key] = len(per_set[0])
+            for found, layout, prefix in zip(per_set, layouts, prefixes):
+                found.append(compile_aggregate(node, compiler, where, layout, table, prefix))
         return index_of[key]
+
+    def group_index(node: exp.Expression) -> int | None:
+        source = _source(compiler.resolve(node)) if isinstance(node, exp.Column) else None
+        return next((i for i, k in enumerate(groups) if k.source == source), None)
 
     template = tree.copy()
     template.set("where", None)
@@ -182,6 +211,8 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     template.set("joins", None)
 
     def rewrite(node: exp.Expression) -> exp.Expression:
+        if is_grouping(node):
+            return grouping_value(node, group_index)
         if is_aggregate_node(node):
             return exp.column(f"__agg_{aggregate_index(node)}")
         if isinstance(node, exp.Column):
@@ -220,12 +251,13 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     else:
         template.set("order", exp.Order(expressions=[exp.Ordered(this=exp.column(ROW_ORDER))]))
     template.set("from_" if "from_" in tree.args else "from", exp.From(this=exp.to_table(RESULT_RELATION)))
+    aggregates = [a for found in per_set for a in found]
     if not aggregates and not groups:
         raise ProgrammingError(
             "selecting columns of a protected table without aggregates would release raw rows; "
             "use COUNT, SUM or AVG (with GROUP BY for per-value answers)"
         )
-    return CompiledQuery(sql, table, groups, aggregates, template, names, bare)
+    return CompiledQuery(sql, table, groups, aggregates, template, names, bare, grouping_sets=sets)
 
 
 def _source(resolved) -> tuple:
@@ -282,8 +314,8 @@ def _refuse_constructs(tree: exp.Select) -> None:
             raise NotSupportedError("subqueries are not supported over a protected table; run them separately")
         if isinstance(node, exp.AggFunc) and type(node).__name__ in REFUSED_AGGREGATES:
             raise NotSupportedError(f"{type(node).__name__.upper()} is not supported: {REFUSED_AGGREGATES[type(node).__name__]}")
-        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *QUANTILE_NODES,
-                                                                   *MOMENT_NODES)):
+        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Grouping,
+                                                                   *QUANTILE_NODES, *MOMENT_NODES)):
             raise NotSupportedError(
                 f"aggregate {node.sql()!r} is not supported; use COUNT, SUM, AVG, a quantile (MEDIAN, QUANTILE, "
                 "PERCENTILE_CONT) or a variance (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)"
