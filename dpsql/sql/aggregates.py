@@ -93,7 +93,7 @@ def is_aggregate_node(node: exp.Expression) -> bool:
         return isinstance(node.this, (exp.AggFunc, exp.WithinGroup)) or moment(node.this) is not None
     if isinstance(node, exp.WithinGroup):
         return isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)) and not isinstance(node.parent, exp.Filter)
-    return ((isinstance(node, exp.AggFunc) and not isinstance(node, exp.Grouping) or moment(node) is not None)
+    return ((isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Grouping, exp.GroupingId)) or moment(node) is not None)
             and not isinstance(node.parent, (exp.Filter, exp.WithinGroup)))
 
 

@@ -36,7 +36,7 @@ from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.sql.aggregates import (ANONYMOUS_AGGREGATES, MOMENT_NODES, QUANTILE_NODES, REFUSED_AGGREGATES,
                                   Aggregate, compile_aggregate, is_aggregate_node)
 from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, literal_value
-from dpsql.sql.grouping_sets import flatten, grouping_value, is_grouping
+from dpsql.sql.grouping_sets import GROUPING_NODES, flatten, grouping_value, is_grouping
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
 from mechanisms.workload import Block
 
@@ -314,7 +314,7 @@ def _refuse_constructs(tree: exp.Select) -> None:
             raise NotSupportedError("subqueries are not supported over a protected table; run them separately")
         if isinstance(node, exp.AggFunc) and type(node).__name__ in REFUSED_AGGREGATES:
             raise NotSupportedError(f"{type(node).__name__.upper()} is not supported: {REFUSED_AGGREGATES[type(node).__name__]}")
-        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, exp.Grouping,
+        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *GROUPING_NODES,
                                                                    *QUANTILE_NODES, *MOMENT_NODES)):
             raise NotSupportedError(
                 f"aggregate {node.sql()!r} is not supported; use COUNT, SUM, AVG, a quantile (MEDIAN, QUANTILE, "

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from dpsql.errors import NotSupportedError, ProgrammingError
 
+GROUPING_NODES = (exp.Grouping, exp.GroupingId)
 MAX_GROUPING_SETS = 64  # CUBE of 6 columns; each set is a marginal of every aggregate
 
 
@@ -76,8 +77,6 @@ def _columns(item: exp.Expression, index: Callable[[exp.Expression], int]) -> li
         return [i for e in item.expressions for i in _columns(e, index)]
     if isinstance(item, exp.Paren):
         return _columns(item.this, index)
-    if isinstance(item, (exp.GroupingSets, exp.Rollup, exp.Cube)):
-        raise NotSupportedError(f"{item.sql()!r} nested inside a grouping set is not supported; list the sets")
     return [index(item)]
 
 
@@ -103,7 +102,7 @@ def _grouped_by(tree: exp.Select, expressions: list[exp.Expression]) -> exp.Sele
 
 def is_grouping(node: exp.Expression) -> bool:
     """GROUPING(...) or GROUPING_ID(...)."""
-    return isinstance(node, exp.Grouping) or (isinstance(node, exp.Anonymous) and node.name.lower() == "grouping_id")
+    return isinstance(node, GROUPING_NODES)
 
 
 def grouping_value(node: exp.Expression, key_of: Callable[[exp.Expression], int | None]) -> exp.Expression:
