@@ -4,7 +4,7 @@
 mechanism on exact marginals computed inside the database (one GROUPING SETS
 scan of every candidate marginal; only counts leave DuckDB), samples rows from
 the fitted graphical model and writes them, with the catalog's value labels
-(integers, numeric bins as their lower edges, categories, NULL), to a hidden
+(integers, numeric bins as their lower edges, categories, TRUE for a presence column's values, NULL), to a hidden
 file beside the output; only then does it charge the ledger for the whole
 budget and move the file into place, so a failed scan or write spends nothing.
 The noisy measurements are stored in the ledger, so later queries on the table
@@ -41,7 +41,7 @@ import duckdb
 import numpy as np
 
 from dpsql.catalog import Table
-from dpsql.columns import quote_identifier, quote_string
+from dpsql.columns import PRESENCE, quote_identifier, quote_string
 from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
 from dpsql.executor import Release
 from mechanisms.accounting import Amount
@@ -223,7 +223,8 @@ def write_parquet(table: Table, bins: np.ndarray, path: Path) -> None:
         con.register("synthetic_bins", data)
         selects, joins = [], []
         for i, column in enumerate(table.columns.values()):
-            labels = [v for v in column.labels() if v is not None]
+            # A presence column declares no values: its synthetic rows hold TRUE where it is not NULL.
+            labels = [True] if column.kind == PRESENCE else [v for v in column.labels() if v is not None]
             con.register(f"labels_{i}", {"bin": np.arange(len(labels)), "v": np.asarray(labels)})
             selects.append(f"l{i}.v AS {quote_identifier(column.name)}")
             joins.append(f"LEFT JOIN labels_{i} l{i} ON l{i}.bin = s.b{i}")
