@@ -32,9 +32,9 @@ def expand(group: exp.Group | None) -> tuple[list[exp.Expression], list[list[int
     if group is None:
         return None
     items = list(group.expressions)
-    if group.args.get("rollup") or group.args.get("cube"):  # GROUP BY a, b WITH ROLLUP: ROLLUP(a, b)
-        kind = exp.Rollup if group.args.get("rollup") else exp.Cube
-        items = [kind(expressions=[e.copy() for e in items])]
+    for key, kind in (("rollup", exp.Rollup), ("cube", exp.Cube)):
+        for node in group.args.get(key) or []:  # GROUP BY a, b WITH ROLLUP: ROLLUP(a, b)
+            items = [*items, node] if node.expressions else [kind(expressions=[e.copy() for e in items])]
     items += list(group.args.get("grouping_sets") or [])
     if not any(isinstance(e, (exp.GroupingSets, exp.Rollup, exp.Cube)) for e in items):
         return None
