@@ -1,8 +1,8 @@
 """Are the error bars honest? Coverage of the stated confidence intervals against the truth.
 
 On three tables — the generated demo `people` table, adult and nltcs (../shared/data) —
-a set of queries (COUNT with GROUP BY and range filters, SUM and AVG where a column
-has values to add) is answered through the DB-API in three states of the ledger:
+a set of queries (COUNT with GROUP BY and range filters, SUM, AVG and variances where a
+column has values to add) is answered through the DB-API in three states of the ledger:
 
 - *fresh*: each query on its own, spending the per-query share;
 - *workload*: all of them as one `BEGIN WORKLOAD WITH (epsilon = ...)`;
@@ -20,6 +20,7 @@ repetition uses fresh noise (a different seed).
     python -m benchmarks.calibration                              # 6 repetitions
     python -m benchmarks.calibration --repeats 2                  # quicker
     python -m benchmarks.calibration --after-synthesis-check 60   # one case, many seeds
+    python -m benchmarks.calibration --variance-check 40          # the variance queries, many seeds
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy as np
 import dpsql
 from benchmarks.datasets import DATA, load
 from dpsql.backends import DuckDBBackend
+from dpsql.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from dpsql.demo import true_result
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
@@ -59,7 +61,15 @@ def people_queries(rng: random.Random) -> list[str]:
         "SELECT sex, SUM(hours_per_week) FROM people GROUP BY sex",
         "SELECT education, AVG(income) FROM people GROUP BY education",
         "SELECT race, AVG(hours_per_week) FROM people WHERE age >= 25 GROUP BY race",
+        *VARIANCE_QUERIES[:2],
     ]
+
+
+VARIANCE_QUERIES = [
+    "SELECT sex, VAR_SAMP(age) FROM people GROUP BY sex",
+    "SELECT region, STDDEV_POP(hours_per_week) FROM people WHERE age >= 25 GROUP BY region",
+    "SELECT education, VARIANCE(income) FROM people GROUP BY education",
+]
 
 
 def coded_queries(table: str, sizes: dict[str, int], rng: random.Random) -> list[str]:
@@ -82,15 +92,19 @@ def coded_queries(table: str, sizes: dict[str, int], rng: random.Random) -> list
     c, g = rng.choice(wide), rng.choice(small)
     out.append(f"SELECT {q(g)}, SUM({q(c)}) FROM {table} GROUP BY {q(g)}")
     out.append(f"SELECT {q(g)}, AVG({q(c)}) FROM {table} GROUP BY {q(g)}")
+    out.append(f"SELECT {q(g)}, VAR_SAMP({q(c)}) FROM {table} GROUP BY {q(g)}")
     return out
+
+
+def people() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    create_people_table(con, rows=100_000, seed=7)
+    return con
 
 
 def tables() -> list[tuple[str, duckdb.DuckDBPyConnection, object, callable]]:
     """(table, connection holding it, catalog, query generator) for each benchmark table."""
-    out = []
-    con = duckdb.connect()
-    create_people_table(con, rows=100_000, seed=7)
-    out.append(("people", con, PEOPLE_CATALOG_TOML, people_queries))
+    out = [("people", people(), PEOPLE_CATALOG_TOML, people_queries)]
     for name in ("adult", "nltcs"):
         if not (DATA / name).exists():
             continue
@@ -101,11 +115,11 @@ def tables() -> list[tuple[str, duckdb.DuckDBPyConnection, object, callable]]:
     return out
 
 
-def answers(conn, con, sql: str) -> list[dict]:
-    """Each DP value of one executed query beside its truth."""
+def answers(conn, con, sql: str, truth=None) -> list[dict]:
+    """Each DP value of one executed query beside its truth (computed here unless given)."""
     cursor = conn.execute(sql)
     result = cursor.result
-    truth = true_result(compile_query(sql, conn.session.catalog), DuckDBBackend(con))
+    truth = truth or true_result(compile_query(sql, conn.session.catalog), DuckDBBackend(con))
     out = []
     for row, errors, true_row in zip(result.rows, result.stderr, truth.rows):
         for value, error, true_value, dp in zip(row, errors, true_row, result.dp):
@@ -113,7 +127,8 @@ def answers(conn, con, sql: str) -> list[dict]:
                 continue  # a group label
             if true_value is None or value is None:
                 continue  # AVG over an empty group
-            kind = "avg" if "AVG" in sql else "sum" if "SUM" in sql else "count"
+            kind = "variance" if "VAR" in sql or "STDDEV" in sql else \
+                "avg" if "AVG" in sql else "sum" if "SUM" in sql else "count"
             out.append({"estimate": float(value), "truth": float(true_value),
                         "stderr": None if error is None else float(error), "kind": kind,
                         "answered_by": ", ".join(result.answered_by), "charged": result.charged > 0})
@@ -169,14 +184,38 @@ def after_synthesis_check(seeds: int) -> None:
               f"68% covers {np.mean(np.abs(v) <= NormalDist().inv_cdf(0.84)):.3f}")
 
 
+def variance_check(seeds: int) -> None:
+    """Many repetitions of the variance queries alone (people, a fresh ledger each): coverage of their
+    delta-method intervals per query, at the default query share (ε = 0.2) and at a tenth of it."""
+    con = people()
+    for epsilon in (0.2, 0.02):
+        for sql in VARIANCE_QUERIES:
+            truth = true_result(compile_query(sql, Catalog.from_toml(PEOPLE_CATALOG_TOML)), DuckDBBackend(con))
+            found = []
+            for seed in range(seeds):
+                conn = dpsql.connect(con=con, catalog=PEOPLE_CATALOG_TOML, epsilon=50.0, delta=1e-9,
+                                     query_epsilon=epsilon, seed=seed)
+                found += answers(conn, con, sql, truth)
+                conn.close()
+            c = coverage(found)
+            z = np.asarray([(r["estimate"] - r["truth"]) / r["stderr"] for r in found if r["stderr"]])
+            print(f"ε={epsilon:<5} {sql[:72]:72} n={c['with_interval']:4d} 95%: {c['covered_95']:.1%} "
+                  f"68%: {c['covered_68']:.1%} rms z={np.sqrt(np.mean(z**2)):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--after-synthesis-check", type=int, metavar="SEEDS",
                         help="only: many seeds of one after-synthesis case (MST on adult)")
+    parser.add_argument("--variance-check", type=int, metavar="SEEDS",
+                        help="only: many seeds of the variance queries on people, fresh ledgers")
     args = parser.parse_args()
     if args.after_synthesis_check:
         after_synthesis_check(args.after_synthesis_check)
+        return
+    if args.variance_check:
+        variance_check(args.variance_check)
         return
     found: list[dict] = []
     for table, con, catalog, generate in tables():

@@ -22,6 +22,10 @@ the private data. The column types:
   Its declaration, and so the table's signature, does not name the keys: one
   ledger releases one key set per column, so measurements stay valid.
 
+- ``presence``: a column declared for its NULL-ness only, without values (usually with
+  ``nullable = true``): it can be counted (``COUNT(col)``) and tested with ``IS [NOT] NULL``,
+  nothing else.
+
 ``nullable = true`` adds a NULL bin (the last one). The *protected table* is
 the set of rows that fit every declaration: rows with NULL in a non-nullable
 column, or an undeclared categorical value without an ``other`` fallback, are

@@ -1,11 +1,11 @@
 """Column declarations: the public domain of one column, and the SQL that bins its values.
 
-The types (``integer``, ``numeric``, ``categorical``, ``key``, ``boolean``, ``date``,
+The types (``integer``, ``numeric``, ``categorical``, ``key``, ``presence``, ``boolean``, ``date``,
 ``timestamp``: `dpsql.temporal`) and ``nullable`` are described in `dpsql.catalog`, which
 holds the tables. A `Column` knows its bins (`size`,
 `labels`, `bin_values`), the SQL binning a row's value (`bin_sql`) and the condition a row
 must meet to belong to the protected table (`fits_sql`). `parse_column` checks a TOML or
-dict declaration; `integer`, `numeric`, `categorical`, `key`, `boolean`, `date` and `timestamp`
+dict declaration; `integer`, `numeric`, `categorical`, `key`, `presence`, `boolean`, `date` and `timestamp`
 build one from Python. `representatives` are the values expressions are evaluated on, and
 `nearest_edge` moves a literal off a bin edge onto the nearest one (unless `strict`).
 """
@@ -24,6 +24,7 @@ from dpsql.errors import CatalogError
 from dpsql.temporal import DATE, TIMESTAMP
 
 INTEGER, NUMERIC, CATEGORICAL, KEY, BOOLEAN = "integer", "numeric", "categorical", "key", "boolean"
+PRESENCE = "presence"  # declared for its NULL-ness only: COUNT(col), IS [NOT] NULL
 TEMPORAL = (DATE, TIMESTAMP)
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
@@ -90,6 +91,8 @@ class Column:
             return 2
         if self.kind == KEY:
             return len(self.values) + 1  # the released keys and every other key
+        if self.kind == PRESENCE:
+            return 1  # one bin for every value: only whether it is NULL is declared
         return len(self.values)
 
     @property
@@ -111,6 +114,8 @@ class Column:
 
     def labels(self) -> list[Any]:
         """The value shown for each bin in GROUP BY output (NULL bin: None)."""
+        if self.kind == PRESENCE:
+            raise CatalogError(self._presence_only("grouped by"))
         if self.kind == INTEGER:
             out: list[Any] = list(range(int(self.low), int(self.high) + 1))
         elif self.kind == NUMERIC:
@@ -156,6 +161,8 @@ class Column:
         if self.kind == KEY:
             return f"key, {len(self.values)} released" if self.released else "key, none released yet"
         null = ", nullable" if self.nullable else ""
+        if self.kind == PRESENCE:
+            return f"presence only (NULL or not){null}"
         if self.kind == BOOLEAN:
             return f"boolean{null}"
         if self.kind in TEMPORAL:
@@ -178,6 +185,8 @@ class Column:
 
     def bin_values(self) -> np.ndarray:
         """The number each bin stands for in SUM/AVG (NULL bin: 0)."""
+        if self.kind == PRESENCE:
+            raise CatalogError(self._presence_only("summed"))
         if not self.numeric:
             raise CatalogError(f"column {self.name!r} is {self.kind}: it has no numeric values to sum")
         if self.kind == BOOLEAN:
@@ -196,6 +205,8 @@ class Column:
         """Indicator over bins of `column <op> literal` (NULL bin never true)."""
         if op not in COMPARISONS:
             raise CatalogError(f"unsupported comparison {op!r}")
+        if self.kind == PRESENCE:
+            raise CatalogError(self._presence_only("compared with a value"))
         out = np.zeros(self.size)
         if self.kind == KEY:
             if op not in ("=", "<>"):
@@ -300,6 +311,10 @@ class Column:
                                "counted together, and no answer can single one out")
         return self.values.index(str(literal))
 
+    def _presence_only(self, what: str) -> str:
+        return (f"column {self.name!r} is declared for presence only (NULL or not), without values: it cannot be "
+                f"{what}; count it (COUNT({self.name})) or test it with IS NULL / IS NOT NULL, or declare its domain")
+
     def not_released(self) -> str:
         """Why an unreleased key column cannot be used, and what to run first."""
         return (f"the keys of {self.name!r} have not been released yet: run SELECT {self.name}, COUNT(*) FROM "
@@ -343,6 +358,8 @@ class Column:
         which bind on them all.
         """
         col = source or quote_identifier(self.name)
+        if self.kind == PRESENCE:
+            return f"CAST(CASE WHEN {col} IS NULL THEN 1 ELSE 0 END AS INTEGER)" if self.nullable else "CAST(0 AS INTEGER)"
         if self.kind == KEY:
             cases = " ".join(f"WHEN {quote_string(v)} THEN {i}" for i, v in enumerate(self.values))
             return f"CAST(CASE CAST({col} AS VARCHAR) {cases} ELSE {len(self.values)} END AS INTEGER)" if cases \
@@ -483,6 +500,11 @@ def timestamp(low: str, high: str, granularity: str = "hour", nullable: bool = F
     return {"type": TIMESTAMP, "min": low, "max": high, "granularity": granularity, "nullable": nullable}
 
 
+def presence(nullable: bool = True) -> dict:
+    """Python-API declaration of a column declared for presence only: COUNT(col) and IS [NOT] NULL, no values."""
+    return {"type": PRESENCE, "nullable": nullable}
+
+
 def key() -> dict:
     """Python-API declaration of a key column (values not declared; released by partition selection)."""
     return {"type": KEY}
@@ -490,6 +512,7 @@ def key() -> dict:
 
 _KEYS = {
     KEY: {"type"},
+    PRESENCE: {"type", "nullable"},
     INTEGER: {"type", "min", "max", "nullable"},
     NUMERIC: {"type", "min", "max", "bins", "nullable", "strict"},
     CATEGORICAL: {"type", "values", "ordered", "other", "nullable"},
@@ -498,7 +521,7 @@ _KEYS = {
     TIMESTAMP: {"type", "min", "max", "granularity", "nullable", "strict"},
 }
 _TRUTH = {"true": True, "t": True, "false": False, "f": False}
-_KINDS = "integer, numeric, categorical, key, boolean, date or timestamp"
+_KINDS = "integer, numeric, categorical, key, presence, boolean, date or timestamp"
 
 
 def parse_column(name: str, decl: dict) -> Column:
@@ -517,8 +540,8 @@ def parse_column(name: str, decl: dict) -> Column:
     strict = decl.get("strict", False)
     if not isinstance(strict, bool):
         raise CatalogError(f"column {name!r}: strict must be true or false")
-    if kind == KEY:
-        return Column(name, kind)
+    if kind in (KEY, PRESENCE):
+        return Column(name, kind, nullable if kind == PRESENCE else False)
     if kind == BOOLEAN:
         return Column(name, kind, nullable)
     if kind in TEMPORAL:
@@ -572,6 +595,6 @@ def _temporal_column(name: str, kind: str, decl: dict, nullable: bool, strict: b
                   granularity=granularity, strict=strict)
 
 
-__all__ = ["BOOLEAN", "CATEGORICAL", "COMPARISONS", "DATE", "INTEGER", "KEY", "NUMERIC", "TIMESTAMP", "Column",
-           "boolean", "categorical", "date", "integer", "key", "numeric", "parse_column", "quote_identifier",
-           "quote_string", "timestamp"]
+__all__ = ["BOOLEAN", "CATEGORICAL", "COMPARISONS", "DATE", "INTEGER", "KEY", "NUMERIC", "PRESENCE", "TIMESTAMP",
+           "Column", "boolean", "categorical", "date", "integer", "key", "numeric", "parse_column", "presence",
+           "quote_identifier", "quote_string", "timestamp"]

@@ -19,7 +19,7 @@ import dpsql
 from dpsql.backends import DuckDBBackend
 from dpsql.sql.compiler import CompiledQuery, compile_query
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
-from dpsql.result import Result, assemble
+from dpsql.result import Result, aggregate_answers, assemble
 from mechanisms.arrays import to_numpy
 
 DASHBOARD = [
@@ -54,16 +54,24 @@ SHOWN_ROWS = 8
 def true_result(query: CompiledQuery, backend: DuckDBBackend) -> Result:
     """The exact answer under the catalog's semantics (the demo owns its data)."""
     cliques = [b.attributes(query.table.domain) for b in query.blocks]
-    counts = backend.marginals(query.table, cliques)
-    answers = []
-    for agg in query.aggregates:
-        exact = [
-            to_numpy(b.matrix(query.table.domain).matvec(counts[b.attributes(query.table.domain)].astype(float)))
-            for b in agg.blocks
-        ]
-        value = exact[0] if agg.kind != "avg" else agg.average(exact[0], exact[1], 0.5)
-        answers.append((np.asarray(value, dtype=float), np.zeros(len(value))))
-    return assemble(query, answers)
+    return assemble(query, aggregate_answers(query, _ExactAnswers(query.table.domain, backend.marginals(query.table,
+                                                                                                          cliques))))
+
+
+class _ExactAnswers:
+    """Each block's exact answer from the table's marginals, with no error: what `aggregate_answers` turns
+    into the exact AVG, variance or quantile."""
+
+    def __init__(self, domain, counts):
+        self.domain, self.counts = domain, counts
+
+    def answer(self, block) -> tuple[np.ndarray, np.ndarray]:
+        clique = block.attributes(self.domain)
+        value = np.asarray(to_numpy(block.matrix(self.domain).matvec(self.counts[clique].astype(float))), dtype=float)
+        return value, np.zeros(len(value))
+
+    def covariance(self, first, second) -> np.ndarray:
+        return np.zeros(first.num_rows(self.domain))
 
 
 def _fmt(v) -> str:

@@ -21,6 +21,8 @@ from sqlglot import exp
 from dpsql.columns import NUMERIC
 from dpsql.sql.compiler import RESULT_RELATION, ROW_ORDER, Aggregate, CompiledQuery
 from dpsql.errors import OuterExpressionError, ProgrammingError
+from dpsql.moments import moment_answer
+from dpsql.sql.grouping_sets import grouping_flag
 from dpsql.sql.public import SANDBOX_CONFIG
 from mechanisms.quantiles import difference_block, quantile_bins
 from mechanisms.reconstruction.answering import AnsweringModel
@@ -90,11 +92,14 @@ def answered_by(query: CompiledQuery, model: AnsweringModel) -> list[str]:
 
 def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple[np.ndarray, np.ndarray]]:
     """(estimate, standard error) per aggregate; AVG by the delta method on SUM/COUNT; a quantile
-    from its column's noisy CDF (`quantile_answer`)."""
+    from its column's noisy CDF (`quantile_answer`); a variance from its sums (`moment_answer`)."""
     out = []
     for agg in query.aggregates:
         if agg.kind == "quantile":
             out.append(quantile_answer(agg, model, query.table.domain))
+            continue
+        if agg.kind in ("variance", "stddev"):
+            out.append(moment_answer(agg, model))
             continue
         if agg.kind != "avg":
             est, var = model.answer(agg.blocks[0])
@@ -145,27 +150,7 @@ _Z95 = NormalDist().inv_cdf(0.975)
 
 def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]]) -> Result:
     """Build the group relation from the answers and evaluate the query's template on it."""
-    keys = query.groups
-    # Block rows run over the grouped attributes in domain order; keys of one attribute
-    # (through lookups) in the query's order.
-    order = query.table.domain.attributes
-    layout = sorted(range(len(keys)), key=lambda i: (order.index(keys[i].attribute), i))
-    shape = [len(keys[i].labels) for i in layout]
-    n_rows = query.rows
-    relation: dict[str, Any] = {}
-    cells = np.unravel_index(np.arange(n_rows), shape) if keys else ()
-    for i, groups in zip(layout, cells):
-        relation[keys[i].name] = np.asarray([keys[i].labels[g] for g in groups], dtype=object)
-    user_index = [cells[layout.index(i)] for i in range(len(keys))]
-    relation[ROW_ORDER] = (
-        np.ravel_multi_index(user_index, [len(k.labels) for k in keys])
-        if user_index
-        else np.zeros(n_rows, dtype=np.int64)
-    )
-    for i, (est, se) in enumerate(answers):
-        relation[f"__agg_{i}"] = _with_nulls(est)
-        relation[f"__se_{i}"] = _with_nulls(se)
-
+    relation = group_relation(query, answers)
     template = query.template.copy()
     extra = [
         exp.alias_(exp.column(f"__se_{k}"), f"__stderr_{j}", quoted=True)
@@ -193,6 +178,49 @@ def assemble(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]])
     notes = [a.approximation for a in query.aggregates if a.approximation] + query.notes
     return Result(list(query.output_names), rows, stderr, types=types,
                   dp=[k is not None for k in query.output_aggregate], notes=notes)
+
+
+def group_relation(query: CompiledQuery, answers: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    """The per-group relation: each grouping set's rows in turn (one per combination of its keys' values,
+    NULL in the keys it does not group by, `grouping_flag` 1 there), its aggregates' answers and standard
+    errors (`__agg_i`, `__se_i`), and ROW_ORDER, the rows' order when the query gives none."""
+    per_set = len(answers) // len(query.sets)
+    parts = [_set_relation(query, keys, answers[j * per_set:(j + 1) * per_set]) for j, keys in enumerate(query.sets)]
+    offsets = np.cumsum([0] + [len(p[ROW_ORDER]) for p in parts])
+    for part, offset in zip(parts, offsets):
+        part[ROW_ORDER] = part[ROW_ORDER] + offset
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([np.asarray(p[name], dtype=object) for p in parts]) if any(
+        np.asarray(p[name]).dtype == object for p in parts) else np.concatenate([p[name] for p in parts])
+        for name in parts[0]}
+
+
+def _set_relation(query: CompiledQuery, keys: tuple[int, ...], answers) -> dict[str, Any]:
+    """One grouping set's rows of the per-group relation (`group_relation`)."""
+    # Block rows run over the grouped attributes in domain order; keys of one attribute
+    # (through lookups) in the query's order.
+    order = query.table.domain.attributes
+    grouped = [query.groups[i] for i in keys]
+    layout = sorted(range(len(grouped)), key=lambda i: (order.index(grouped[i].attribute), i))
+    n_rows = query.set_rows(keys)
+    relation: dict[str, Any] = {}
+    cells = np.unravel_index(np.arange(n_rows), [len(grouped[i].labels) for i in layout]) if grouped else ()
+    for k, key in enumerate(query.groups):
+        relation[key.name] = np.full(n_rows, None, dtype=object)
+        relation[grouping_flag(k)] = np.full(n_rows, int(k not in keys), dtype=np.int64)
+    for i, groups in zip(layout, cells):
+        relation[grouped[i].name] = np.asarray([grouped[i].labels[g] for g in groups], dtype=object)
+    user_index = [cells[layout.index(i)] for i in range(len(grouped))]
+    relation[ROW_ORDER] = (
+        np.ravel_multi_index(user_index, [len(k.labels) for k in grouped])
+        if user_index
+        else np.zeros(n_rows, dtype=np.int64)
+    )
+    for i, (est, se) in enumerate(answers):
+        relation[f"__agg_{i}"] = _with_nulls(est)
+        relation[f"__se_{i}"] = _with_nulls(se)
+    return relation
 
 
 @cache

@@ -14,7 +14,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-import numpy as np
 from sqlglot import exp
 
 from dpsql.backends import Backend
@@ -458,14 +457,13 @@ class Session:
             if compiled.selection is not None:
                 s = compiled.selection
                 shape = compile_tree(tree, sql, current.with_keys({(s.table.name, s.column): ()}), label, lookups)
-                assemble(shape, [(np.zeros(shape.rows),) * 2 for _ in shape.aggregates])
+                assemble(shape, shape.zero_answers())
         except RecursionError:
             raise ProgrammingError("the query is nested too deeply to compile; simplify its conditions") from None
         for b in compiled.blocks:
             b.weight *= weight
-        zeros = np.zeros(compiled.rows)
         if compiled.selection is None:
-            assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
+            assemble(compiled, compiled.zero_answers())
         if cached:
             self._compiled[key] = compiled
             if tree.args.get("joins") or public:
@@ -547,8 +545,7 @@ class Session:
             selection = compiled.selection
             over = self.catalog.with_keys({(selection.table.name, selection.column): ()})
             compiled = self._compile(sql, params, weight=weight, catalog=over)
-        zeros = np.zeros(compiled.rows)
-        shape = assemble(compiled, [(zeros, zeros) for _ in compiled.aggregates])
+        shape = assemble(compiled, compiled.zero_answers())
         shape.rows, shape.stderr = [], []
         return shape.with_stderr_columns() if self.stderr_columns else shape
 

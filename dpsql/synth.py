@@ -6,7 +6,7 @@ scan of every candidate marginal; only counts leave DuckDB), charges the ledger 
 the whole budget with the noisy measurements (`Executor.charged`: noise is born
 charged, so a failure from the first draw on is charged too), then samples rows from
 the fitted model and writes them, with the catalog's value labels (integers, numeric
-bins as their lower edges, categories, NULL), to a hidden file beside the output, and
+bins as their lower edges, categories, TRUE for a presence column's values, NULL), to a hidden file beside the output, and
 moves it into place. A failed check or scan spends nothing; a failed write after the
 charge says so and keeps the measurements.
 The noisy measurements are stored in the ledger, so later queries on the table
@@ -43,7 +43,7 @@ import duckdb
 import numpy as np
 
 from dpsql.catalog import Table
-from dpsql.columns import quote_identifier, quote_string
+from dpsql.columns import PRESENCE, quote_identifier, quote_string
 from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
 from dpsql.executor import Pending, Release
 from mechanisms.accounting import Amount
@@ -237,7 +237,8 @@ def write_parquet(table: Table, bins: np.ndarray, path: Path) -> None:
         con.register("synthetic_bins", data)
         selects, joins = [], []
         for i, column in enumerate(table.columns.values()):
-            labels = [v for v in column.labels() if v is not None]
+            # A presence column declares no values: its synthetic rows hold TRUE where it is not NULL.
+            labels = [True] if column.kind == PRESENCE else [v for v in column.labels() if v is not None]
             con.register(f"labels_{i}", {"bin": np.arange(len(labels)), "v": np.asarray(labels)})
             selects.append(f"l{i}.v AS {quote_identifier(column.name)}")
             joins.append(f"LEFT JOIN labels_{i} l{i} ON l{i}.bin = s.b{i}")

@@ -14,7 +14,7 @@ import pytest
 
 from dpsql import CatalogError, ProgrammingError
 from dpsql.catalog import Catalog
-from dpsql.columns import Column, boolean, categorical, date, integer, numeric, parse_column, timestamp
+from dpsql.columns import Column, boolean, categorical, date, integer, numeric, parse_column, presence, timestamp
 
 TOML = """
 [tables.people]
@@ -248,6 +248,22 @@ def test_toml_dates_are_declared_as_strings_or_toml_dates():
     assert "('d', 'date from 2015-01-01 to 2015-12-01 by month (12 periods)')" in table.signature()
 
 
+def test_a_presence_column_declares_null_ness_only():
+    catalog = Catalog.from_toml(
+        '[tables.v.columns]\nage = { type = "integer", min = 0, max = 9 }\n'
+        'device = { type = "presence", nullable = true }\nseen = { type = "presence" }')
+    table = catalog.get("v")
+    device, seen = table.column("device"), table.column("seen")
+    assert (device.size, device.nullable, list(device.not_null())) == (2, True, [1.0, 0.0])
+    assert (seen.size, seen.nullable) == (1, False)
+    assert table.domain.attributes == ("age", "device", "seen")
+    assert device.describe() == "presence only (NULL or not), nullable" and device == col(presence(), "device")
+    for use in (lambda: device.labels(), lambda: device.bin_values(), lambda: device.compare("=", "a"),
+                lambda: device.one_of(["a"])):
+        with pytest.raises(CatalogError, match="'device' is declared for presence only"):
+            use()
+
+
 # --- validation ------------------------------------------------------------------------------
 
 INVALID_COLUMNS = [
@@ -262,6 +278,8 @@ INVALID_COLUMNS = [
     ({"type": "categorical", "values": "abc"}, "non-empty list of strings"),
     ({"type": "categorical", "values": ["a", 1]}, "non-empty list of strings"),
     ({"type": "categorical"}, "non-empty list of strings"),
+    ({"type": "presence", "values": ["a"]}, r"unknown keys \['values'\]"),
+    ({"type": "presence", "nullable": 1}, "nullable must be true or false"),
     ({"type": "categorical", "values": ["a", "a"]}, "distinct"),
     ({"type": "categorical", "values": ["a", "b"], "other": "c"}, "other = 'c' must be one of the declared values"),
     ({"type": "categorical", "values": ["a", "b"], "ordered": "yes"}, "ordered must be true or false"),
@@ -376,6 +394,16 @@ BINNING = [
         categorical(["x", "rest"], other="rest", nullable=True), "VARCHAR",
         [("x", 0), ("w", 1), (None, 2)],
         id="categorical-other-nullable",
+    ),
+    pytest.param(
+        presence(), "VARCHAR",
+        [("a", 0), ("", 0), (None, 1)],
+        id="presence-nullable",
+    ),
+    pytest.param(
+        presence(nullable=False), "INTEGER",
+        [(7, 0), (None, None)],
+        id="presence-not-null",
     ),
     pytest.param(
         categorical(["1", "2"]), "INTEGER",

@@ -82,7 +82,8 @@ COLUMNS = ["age", "sex", "income", "secret", "nosuch", "AGE", '"age"', "p.age", 
 AGGREGATES = ["COUNT(*)", "COUNT(age)", "SUM(income)", "AVG(age)", "MAX(age)", "MIN(secret)", "COUNT(DISTINCT sex)",
               "SUM(CASE WHEN age > 10 THEN 1 END)", "COUNT(*) FILTER (WHERE sex = 'F')", "*", "secret", "age",
               "SUM(secret)", "AVG(income) * 2", "COUNT(*) OVER ()", "string_agg(secret, ',')", "list(secret)",
-              "COUNT(*) AS \"n'); DROP TABLE people; --\"", "any_value(secret)", "first(secret)", "COLUMNS(*)"]
+              "COUNT(*) AS \"n'); DROP TABLE people; --\"", "any_value(secret)", "first(secret)", "COLUMNS(*)",
+              "VAR_SAMP(age)", "STDDEV(secret)", "STD(income)", "GROUPING(sex)", "COUNT(id)"]
 
 
 def _quote(text: str) -> str:
@@ -122,7 +123,9 @@ def select(draw):
     if draw(st.booleans()):
         sql += f" WHERE {draw(predicate())}"
     if draw(st.booleans()):
-        sql += f" GROUP BY {', '.join(draw(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=2)))}"
+        keys = ", ".join(draw(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=2)))
+        sql += draw(st.sampled_from([f" GROUP BY {keys}", f" GROUP BY ROLLUP ({keys})", f" GROUP BY CUBE ({keys})",
+                                     f" GROUP BY GROUPING SETS (({keys}), ())"]))
     if draw(st.booleans()):
         sql += draw(st.sampled_from([" HAVING COUNT(*) > 3", " ORDER BY 1", " LIMIT 2", " LIMIT age", " ORDER BY 9",
                                      " UNION SELECT secret FROM people", " USING SAMPLE 10"]))

@@ -59,6 +59,18 @@ def _rows(cur, sql):
     return cur.fetchall()
 
 
+
+def test_grouping_by_position_releases_keys_and_a_key_without_count_is_refused(database, tmp_path):
+    """GROUP BY 1 on an unreleased key column releases its keys as GROUP BY url does (it raised a raw KeyError);
+    selecting the key with no aggregate is refused before anything is spent (it raised an IndexError)."""
+    conn = _connect(database, tmp_path)
+    cur = conn.cursor()
+    with pytest.raises(ProgrammingError, match="GROUP BY without an aggregate"):
+        cur.execute("SELECT url FROM visits GROUP BY url")
+    assert conn.budget.spent.epsilon == 0
+    rows = dict(_rows(cur, "SELECT url, COUNT(*) FROM visits GROUP BY 1"))
+    assert set(FREQUENT) <= set(rows) and not any(u.startswith("/secret") for u in rows if u)
+
 def test_a_key_column_is_declared_without_values_and_has_no_domain_until_released():
     table = Catalog.from_toml(CATALOG).get("visits")
     assert table.column("url").is_open and table.domain.attributes == ("age",)

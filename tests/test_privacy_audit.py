@@ -137,7 +137,7 @@ def test_exponential_mechanism_audit():
 LSQ_CATALOG = {"tables": {"t": {"columns": {
     "a": {"type": "integer", "min": 0, "max": 3}, "b": {"type": "integer", "min": 0, "max": 2}}}}}
 LSQ_QUERIES = ["SELECT a, COUNT(*) FROM t GROUP BY a", "SELECT a, b, COUNT(*) FROM t GROUP BY a, b",
-               "SELECT COUNT(*) FROM t WHERE b >= 1"]
+               "SELECT a, VAR_POP(b), COUNT(*) FROM t GROUP BY ROLLUP (a)", "SELECT COUNT(*) FROM t WHERE b >= 1"]
 
 
 @pytest.mark.slow
@@ -154,6 +154,7 @@ def test_least_squares_plan_audit():
     plan = plan_workload(Workload(table.domain, blocks), rho, "gaussian", DELTA)
     base = {("a",): np.array([50, 60, 70, 80]), ("a", "b"): np.arange(12) + 10}
     base[("b",)] = base[("a", "b")].reshape(4, 3).sum(axis=0)
+    base[()] = base[("b",)].sum(keepdims=True)
     target = blocks[-1]  # COUNT(*) WHERE b >= 1: the row added to D' has a = 0, b = 2
     runs = 20_000
 
@@ -164,6 +165,7 @@ def test_least_squares_plan_audit():
             counts[("a",)][0] += 1
             counts[("a", "b")][2] += 1
             counts[("b",)][2] += 1
+            counts[()][0] += 1
         out = np.empty(runs)
         for i in range(runs):
             model = LeastSquaresModel(table.domain, [

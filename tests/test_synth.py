@@ -83,3 +83,15 @@ def test_command_line_parser():
     add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["synth", "people", "--epsilon", "1", "--out", "p.parquet"])
     assert (args.table, args.epsilon, args.out, args.database, args.mechanism) == ("people", 1.0, "p.parquet", None, "aim")
+
+
+def test_a_presence_column_is_synthesized_as_true_or_null(tmp_path):
+    """A column declared for presence only has no values to write: its synthetic rows are TRUE or NULL."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE v AS SELECT i % 3 AS a, CASE WHEN i % 4 = 0 THEN NULL ELSE 'd' || i END AS dev "
+                "FROM range(2000) r(i)")
+    catalog = '[tables.v.columns]\na = { type = "integer", min = 0, max = 2 }\ndev = { type = "presence", nullable = true }'
+    conn = dpsql.connect(con=con, catalog=catalog, epsilon=5.0, seed=1)
+    synthesize(conn, "v", 1.0, tmp_path / "s.parquet", mechanism="mst", rows=400)
+    counts = dict(duckdb.sql(f"SELECT dev, COUNT(*) FROM '{tmp_path / 's.parquet'}' GROUP BY dev").fetchall())
+    assert set(counts) == {True, None} and 50 <= counts[None] <= 150  # a quarter of the rows hold NULL

@@ -4,7 +4,8 @@
   SET dpsql.*, WEIGHT hints);
 - `public`: which statements are DP queries, and the allowlist of public SQL;
 - `compiler`: a DP query (sqlglot AST) to blocks of Kronecker linear queries and a result
-  template; `expressions` compiles conditions and values, `evaluation` has DuckDB evaluate any
+  template; `aggregates` compiles each aggregate to blocks, `grouping_sets` GROUPING SETS/ROLLUP/CUBE,
+  `expressions` compiles conditions and values, `evaluation` has DuckDB evaluate any
   other scalar expression on the declared domain, `grouping` groups by expressions, `lookups`
   joins with public tables; `size_bound` refuses an aggregate too large to plan, from its
   declared sizes.

@@ -21,7 +21,6 @@ Everything else is refused with a ProgrammingError that names the construct.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -32,69 +31,18 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from dpsql.catalog import Catalog, Table
-from dpsql.columns import INTEGER, KEY, NUMERIC, Column
-from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
-from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, Value, condition_sql, literal_value
+from dpsql.columns import KEY
+from dpsql.errors import NotSupportedError, ProgrammingError
+from dpsql.sql.aggregates import (ANONYMOUS_AGGREGATES, MOMENT_NODES, QUANTILE_NODES, REFUSED_AGGREGATES,
+                                  Aggregate, compile_aggregate, is_aggregate_node)
+from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, condition_sql, literal_value
 from dpsql.sql.grouping import expression_key, group_label
-from dpsql.sql.lookups import GroupKey, PublicTables, SlicedMap, group_layout, parse_lookups
-from dpsql.sql.size_bound import refuse_oversized
-from mechanisms.matrices import Dense, Diagonal
-from mechanisms.workload import Block, Predicate, Term
+from dpsql.sql.grouping_sets import GROUPING_NODES, flatten, grouping_value, is_grouping
+from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
+from mechanisms.workload import Block
 
 RESULT_RELATION = "dp_result"
 ROW_ORDER = "__row"
-
-_REFUSED_AGGREGATES = {
-    "ApproxQuantile": "percentiles are not supported yet; use a GROUP BY histogram of the column",
-    "Stddev": "standard deviations are not supported yet; use AVG of the column and of its square",
-    "StddevPop": "standard deviations are not supported yet",
-    "StddevSamp": "standard deviations are not supported yet",
-    "Variance": "variances are not supported yet",
-    "VariancePop": "variances are not supported yet",
-    "ArrayAgg": "collecting raw values would release them; use COUNT/SUM/AVG",
-    "GroupConcat": "collecting raw values would release them; use COUNT/SUM/AVG",
-    "AnyValue": "ANY_VALUE releases a raw value; use COUNT/SUM/AVG",
-    "First": "FIRST releases a raw value; use COUNT/SUM/AVG",
-    "Last": "LAST releases a raw value; use COUNT/SUM/AVG",
-}
-
-
-# DuckDB aggregates that sqlglot parses as anonymous functions (not AggFunc): without this
-# list they slipped through and ran over the noisy result relation, or failed only after
-# the budget was charged. MEAN is DuckDB's AVG, FSUM/SUMKAHAN its SUM, COUNT_STAR its COUNT(*).
-_ANONYMOUS_AGGREGATES = frozenset({
-    "arbitrary", "arg_max_null", "arg_max_nulls_last", "arg_min_null", "arg_min_nulls_last",
-    "bitstring_agg", "combine_aggr", "count_star", "decimal_average", "entropy", "favg", "fsum",
-    "histogram", "histogram_exact", "kahan_sum", "kurtosis_pop", "lttb", "mad", "mean", "product",
-    "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan", "variant_group_object",
-})
-
-
-@dataclass
-class Aggregate:
-    """One aggregate of the query: COUNT or SUM (one block), AVG (SUM and COUNT blocks), or a
-    quantile (one block: the prefix counts of its column, per group).
-
-    An AVG's sum block measures SUM(x - center), `center` the middle of x's declared
-    range: half the sensitivity of SUM(x) when the range is [0, U], and its noise is
-    not multiplied by the mean when divided by the count (`average`). A quantile is read
-    off the noisy CDF of `column` (`mechanisms.quantiles`); MIN and MAX are answered as
-    the `MIN_MAX_QUANTILE` and 1 − `MIN_MAX_QUANTILE` quantiles (`approximation` says so).
-    """
-
-    kind: str  # "count", "sum", "avg" or "quantile"
-    sql: str
-    blocks: list[Block]
-    center: float = 0.0
-    quantile: float = 0.5
-    column: Column | None = None  # a quantile's column
-    discrete: bool = False  # PERCENTILE_DISC: a bin's value, not interpolated within the bin
-    approximation: str = ""
-
-    def average(self, centered_sum: np.ndarray, count: np.ndarray, least: float) -> np.ndarray:
-        """AVG from its two blocks' answers: center + sum / count where count >= `least`, else NaN."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(count >= least, self.center + centered_sum / count, np.nan)
 
 
 @dataclass(frozen=True)
@@ -127,10 +75,25 @@ class CompiledQuery:
     output_aggregate: list[int | None]  # per output column: index of a bare aggregate
     selection: KeySelection | None = None
     notes: list[str] = field(default_factory=list)  # how the compiler read the query, for `Result.notes`
+    grouping_sets: tuple[tuple[int, ...], ...] = ()  # GROUPING SETS/ROLLUP/CUBE: each set's keys (indices in groups)
     blocks: list[Block] = field(init=False)
 
     def __post_init__(self) -> None:
         self.blocks = [b for a in self.aggregates for b in a.blocks]
+
+    @property
+    def sets(self) -> tuple[tuple[int, ...], ...]:
+        """The grouping sets (one: every key, for a plain GROUP BY); `aggregates` holds each set's in turn."""
+        return self.grouping_sets or (tuple(range(len(self.groups))),)
+
+    def set_rows(self, keys: tuple[int, ...]) -> int:
+        """Rows of one grouping set: one per combination of its keys' values."""
+        return int(np.prod([len(self.groups[i].labels) for i in keys], dtype=np.int64))
+
+    def zero_answers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """A zero (estimate, standard error) per aggregate, of its rows: to try the template before measuring."""
+        per_set = len(self.aggregates) // len(self.sets)
+        return [(np.zeros(self.set_rows(keys)),) * 2 for keys in self.sets for _ in range(per_set)]
 
     @property
     def group_by(self) -> tuple[str, ...]:
@@ -139,8 +102,8 @@ class CompiledQuery:
 
     @property
     def rows(self) -> int:
-        """Rows of the per-group relation: one per combination of group values."""
-        return int(np.prod([len(k.labels) for k in self.groups], dtype=np.int64))
+        """Rows of the per-group relation: one per combination of group values, in each grouping set."""
+        return sum(self.set_rows(keys) for keys in self.sets)
 
 
 def parse_statement(sql: str, dialect: str, tokens: list | None = None) -> exp.Expression:
@@ -207,25 +170,42 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         if joined is not None:  # an INNER join keeps the rows whose value finds a public row
             where = where.and_(joined)
     select_items = list(tree.expressions)
+    if tree.args.get("group") and not any(is_aggregate_node(n) for n in tree.walk()):
+        raise ProgrammingError(
+            "GROUP BY without an aggregate would list the groups that occur in the data, which depends on "
+            "individuals; add COUNT(*) (and HAVING COUNT(*) > n to keep only groups with enough rows)")
+    tree, sets = flatten(tree, lambda t: _group_by(t, select_items, compiler))
     selection = _key_selection(tree, select_items, compiler, where, lookups)
+    if selection is not None and sets:
+        raise NotSupportedError(f"{table.column(selection.column).not_released()}; then group it by grouping sets")
     if selection is not None:
         return CompiledQuery(sql, table, [], [], tree, [], [], selection)
     units = _distinct_units(tree, select_items, compiler, where, lookups)
+    if units is not None and sets:
+        raise NotSupportedError("COUNT(DISTINCT <privacy unit>) with GROUPING SETS, ROLLUP or CUBE is not supported; "
+                                "ask one query per grouping")
     if units is not None:  # COUNT(DISTINCT unit) is COUNT(*) of the table of distinct (unit, group) pairs
         table, compiler, where = units, ExpressionCompiler(units, alias or compiler.table.name, []), ALWAYS
     groups = _group_by(tree, select_items, compiler)
-    layout = group_layout(groups, table.domain)
-
-    aggregates: list[Aggregate] = []
+    set_keys = sets or (tuple(range(len(groups))),)
+    layouts = [group_layout([groups[i] for i in keys], table.domain) for keys in set_keys]
+    prefixes = [f"{label}: " if label else ""] if not sets else [
+        f"{label + ': ' if label else ''}({', '.join(groups[i].name for i in keys)}) #{j + 1} "
+        for j, keys in enumerate(set_keys)]
+    per_set: list[list[Aggregate]] = [[] for _ in set_keys]  # each aggregate compiled for every grouping set
     index_of: dict[str, int] = {}
-    prefix = f"{label}: " if label else ""
 
     def aggregate_index(node: exp.Expression) -> int:
         key = node.sql()
         if key not in index_of:
-            index_of[key] = len(aggregates)
-            aggregates.append(_compile_aggregate(node, compiler, where, layout, table, prefix))
+            index_of[key] = len(per_set[0])
+            for found, layout, prefix in zip(per_set, layouts, prefixes):
+                found.append(compile_aggregate(node, compiler, where, layout, table, prefix))
         return index_of[key]
+
+    def group_index(node: exp.Expression) -> int | None:
+        source = _source(compiler.resolve(node)) if isinstance(node, exp.Column) else None
+        return next((i for i, k in enumerate(groups) if k.source == source), None)
 
     template = tree.copy()
     template.set("where", None)
@@ -234,7 +214,9 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     template.set("joins", None)
 
     def rewrite(node: exp.Expression) -> exp.Expression:
-        if _is_aggregate_node(node):
+        if is_grouping(node):
+            return grouping_value(node, group_index)
+        if is_aggregate_node(node):
             return exp.column(f"__agg_{aggregate_index(node)}")
         if (label := group_label(node, groups)) is not None:  # a GROUP BY expression
             return label
@@ -255,7 +237,7 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         names.append(item.alias if isinstance(item, exp.Alias) else (
             item.name if isinstance(item, exp.Column) else item.sql()))
         new_item = item.transform(rewrite, copy=True)
-        bare.append(aggregate_index(inner) if _is_aggregate_node(inner) else None)
+        bare.append(aggregate_index(inner) if is_aggregate_node(inner) else None)
         if not isinstance(new_item, exp.Alias):
             new_item = exp.alias_(new_item, names[-1], quoted=True)
         new_items.append(new_item)
@@ -274,12 +256,14 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
     else:
         template.set("order", exp.Order(expressions=[exp.Ordered(this=exp.column(ROW_ORDER))]))
     template.set("from_" if "from_" in tree.args else "from", exp.From(this=exp.to_table(RESULT_RELATION)))
+    aggregates = [a for found in per_set for a in found]
     if not aggregates and not groups:
         raise ProgrammingError(
             "selecting columns of a protected table without aggregates would release raw rows; "
             "use COUNT, SUM or AVG (with GROUP BY for per-value answers)"
         )
-    return CompiledQuery(sql, table, groups, aggregates, template, names, bare, notes=compiler.notes)
+    return CompiledQuery(sql, table, groups, aggregates, template, names, bare, notes=compiler.notes,
+                         grouping_sets=sets)
 
 
 def _source(resolved) -> tuple:
@@ -334,16 +318,17 @@ def _refuse_constructs(tree: exp.Select) -> None:
             isinstance(node, exp.Select) and node is not tree
         ):
             raise NotSupportedError("subqueries are not supported over a protected table; run them separately")
-        if isinstance(node, exp.AggFunc) and type(node).__name__ in _REFUSED_AGGREGATES:
-            raise NotSupportedError(f"{type(node).__name__.upper()} is not supported: {_REFUSED_AGGREGATES[type(node).__name__]}")
-        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *_QUANTILE_NODES)):
+        if isinstance(node, exp.AggFunc) and type(node).__name__ in REFUSED_AGGREGATES:
+            raise NotSupportedError(f"{type(node).__name__.upper()} is not supported: {REFUSED_AGGREGATES[type(node).__name__]}")
+        if isinstance(node, exp.AggFunc) and not isinstance(node, (exp.Count, exp.Sum, exp.Avg, *GROUPING_NODES,
+                                                                   *QUANTILE_NODES, *MOMENT_NODES)):
             raise NotSupportedError(
-                f"aggregate {node.sql()!r} is not supported; use COUNT, SUM, AVG or a quantile (MEDIAN, QUANTILE, "
-                "PERCENTILE_CONT)"
+                f"aggregate {node.sql()!r} is not supported; use COUNT, SUM, AVG, a quantile (MEDIAN, QUANTILE, "
+                "PERCENTILE_CONT) or a variance (VAR_POP, VAR_SAMP, STDDEV_POP, STDDEV_SAMP)"
             )
         if isinstance(node, exp.Anonymous) and node.name.lower() in {"min", "max", "median", "mode", "quantile"}:
             raise NotSupportedError(f"{node.name.upper()} is not supported over a protected table")
-        if isinstance(node, exp.Anonymous) and node.name.lower() in _ANONYMOUS_AGGREGATES:
+        if isinstance(node, exp.Anonymous) and node.name.lower() in ANONYMOUS_AGGREGATES:
             raise NotSupportedError(
                 f"aggregate {node.name.upper()} is not supported over a protected table; use COUNT, SUM or AVG"
             )
@@ -398,14 +383,12 @@ def _key_selection(tree: exp.Select, items: list[exp.Expression], compiler: Expr
                    lookups) -> KeySelection | None:
     """The partition selection a query asks for, if it groups by a key column whose keys are not released:
     COUNT(*) (or COUNT of a constant) per key, nothing else, over the rows its WHERE keeps."""
-    group = tree.args.get("group")
     unreleased = {c.name.lower(): c for c in compiler.table.columns.values() if c.is_open}
-    named = [g for g in (group.expressions if group and unreleased else []) if isinstance(g, exp.Column)]
-    column = next((unreleased[g.name.lower()] for g in named if g.name.lower() in unreleased and (
-        not g.table or g.table.lower() in {compiler.table.name.lower(), (compiler.alias or "").lower()})), None)
+    keys = _group_by(tree, items, compiler) if unreleased else []  # GROUP BY url, GROUP BY 1, GROUP BY an alias
+    column = next((unreleased[k.attribute.lower()] for k in keys if k.attribute.lower() in unreleased), None)
     if column is None:
         return None
-    if len(group.expressions) != 1 or lookups:
+    if len(keys) != 1 or lookups:
         raise NotSupportedError(f"{column.not_released()}; until then it can only be grouped by alone, without joins")
     for item in items:
         inner = item.this if isinstance(item, exp.Alias) else item
@@ -511,189 +494,3 @@ def _check_distinct_unit(node: exp.Count, table: Table) -> None:
             f"{node.sql()!r}: {table.name!r} reaches its privacy unit through a foreign key; count units on the "
             f"table that holds {unit.column}")
 
-
-def _is_aggregate_node(node: exp.Expression) -> bool:
-    if isinstance(node, exp.Filter):
-        return isinstance(node.this, (exp.AggFunc, exp.WithinGroup))
-    if isinstance(node, exp.WithinGroup):
-        return isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)) and not isinstance(node.parent, exp.Filter)
-    return (isinstance(node, exp.AggFunc) and not isinstance(node.parent, (exp.Filter, exp.WithinGroup)))
-
-
-def _compile_aggregate(
-    node: exp.Expression,
-    compiler: ExpressionCompiler,
-    where: Condition,
-    layout: tuple[tuple[str, ...], dict[str, np.ndarray]],
-    table: Table,
-    prefix: str,
-) -> Aggregate:
-    condition = where
-    agg = node
-    if isinstance(node, exp.Filter):
-        agg = node.this
-        condition = condition.and_(compiler.condition(node.expression.this))
-    if isinstance(agg, exp.WithinGroup) or isinstance(agg, _QUANTILE_NODES):
-        return _compile_quantile(agg, node, compiler, condition, layout, table, prefix)
-    if agg.find(exp.AggFunc) is not agg or any(isinstance(n, exp.AggFunc) for n in agg.walk() if n is not agg):
-        raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
-    arg = agg.this
-    if isinstance(arg, exp.Distinct) and isinstance(agg, exp.Count) and table.units_of is not None:
-        arg = None  # COUNT(DISTINCT unit) over the table of (unit, group) pairs: COUNT(*)
-    elif isinstance(arg, exp.Distinct):
-        raise NotSupportedError(
-            f"{agg.key.upper()}(DISTINCT ...) is not supported: distinct values have unbounded sensitivity; "
-            "use GROUP BY on a declared column"
-        )
-    label = f"{prefix}{node.sql()}"
-    if isinstance(agg, exp.Count):
-        if isinstance(arg, exp.Star) or arg is None:
-            present = Predicate.constant(1.0)
-        else:
-            present = compiler.value(arg).present
-        return Aggregate("count", label, [_block(label, condition.true * present, layout, table.domain)])
-    value = compiler.value(arg)
-    if value.value is None:
-        raise CatalogError(f"{agg.key.upper()}({arg.sql()}) needs a numeric column or expression")
-    if isinstance(agg, exp.Sum):
-        return Aggregate("sum", label, [_block(label, condition.true * value.value, layout, table.domain)])
-    center = _middle_of_range(value, table.domain)
-    centered = value.value - value.present.scale(center) if center else value.value
-    total = _block(f"{label} [sum]", condition.true * centered, layout, table.domain)
-    count = _block(f"{label} [count]", condition.true * value.present, layout, table.domain)
-    return Aggregate("avg", label, [total, count], center)
-
-
-_QUANTILE_NODES = (exp.Median, exp.Quantile, exp.PercentileCont, exp.PercentileDisc, exp.Min, exp.Max)
-MIN_MAX_QUANTILE = 0.01  # MIN(x) is answered as this quantile of x, MAX(x) as 1 minus it
-
-
-def _compile_quantile(agg: exp.Expression, node: exp.Expression, compiler: ExpressionCompiler, condition: Condition,
-                      layout, table: Table, prefix: str) -> Aggregate:
-    """MEDIAN(x), QUANTILE(x, q), QUANTILE_CONT/DISC(x, q), PERCENTILE_CONT/DISC(q) WITHIN GROUP
-    (ORDER BY x [DESC]), MIN(x), MAX(x): one block of x's prefix counts per group."""
-    discrete = isinstance(agg.this if isinstance(agg, exp.WithinGroup) else agg, exp.PercentileDisc)
-    approximation = ""
-    if isinstance(agg, exp.WithinGroup):
-        order = agg.expression.expressions if isinstance(agg.expression, exp.Order) else []
-        if len(order) != 1:
-            raise ProgrammingError(f"{node.sql()!r}: WITHIN GROUP needs one ORDER BY column")
-        arg, q = order[0].this, _fraction(agg.this.this, node)
-        q = 1.0 - q if order[0].args.get("desc") else q
-    elif isinstance(agg, (exp.Min, exp.Max)):
-        arg = agg.this
-        q = MIN_MAX_QUANTILE if isinstance(agg, exp.Min) else 1.0 - MIN_MAX_QUANTILE
-        approximation = (f"{agg.key.upper()} is a DP approximation: the {q:g} quantile (an extreme value depends "
-                         "on one individual)")
-    elif isinstance(agg, exp.Median):
-        arg, q = agg.this, 0.5
-    else:
-        arg = agg.this
-        q = _fraction(agg.args.get("quantile") or agg.args.get("expression"), node)
-    if not isinstance(arg, exp.Column) or isinstance(arg.this, exp.Star):
-        raise NotSupportedError(f"{node.sql()!r}: a quantile is taken of one declared column, not an expression")
-    column = compiler.resolve(arg)
-    if not isinstance(column, Column) or column.kind not in (INTEGER, NUMERIC):
-        raise CatalogError(f"{node.sql()!r}: a quantile needs an integer or numeric column of the catalog")
-    group_by, mapped = layout
-    if column.name in group_by or column.name in mapped:
-        raise ProgrammingError(f"{node.sql()!r}: the quantile's column is also grouped by")
-    values, size = column.value_bins, table.domain.size_of(column.name)
-    cdf = np.zeros((values, size))
-    cdf[:, :values] = np.tril(np.ones((values, values)))
-    label = f"{prefix}{node.sql()}"
-    block = _block(f"{label} [prefix counts]", condition.true, (group_by, {**mapped, column.name: cdf}), table.domain)
-    return Aggregate("quantile", label, [block], quantile=q, column=column, discrete=discrete,
-                     approximation=approximation)
-
-
-def _fraction(node: exp.Expression | None, whole: exp.Expression) -> float:
-    """A quantile's fraction: a literal number in [0, 1]."""
-    try:
-        value = literal_value(node) if node is not None else None
-    except Exception:
-        value = None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ProgrammingError(f"{whole.sql()!r}: the quantile must be a number from 0 to 1")
-    return float(value)
-
-
-# Ranges of value expressions over more cells than this are not evaluated (AVG is then not centred).
-_RANGE_CELLS = 1 << 20
-
-
-def _middle_of_range(value: Value, domain) -> float:
-    """The middle of the value's declared range over cells where it is not NULL (0 when unknown).
-
-    Evaluated exactly on the declared domain of the attributes the expression reads
-    (public); an expression over more than `_RANGE_CELLS` cells is not centred.
-    """
-    attributes = domain.canonical(value.value.attributes() | value.present.attributes())
-    if not attributes or math.prod(domain.size_of(a) for a in attributes) > _RANGE_CELLS:
-        return 0.0
-    values = value.value.dense(attributes, domain)[value.present.dense(attributes, domain) != 0]
-    if not values.size:
-        return 0.0
-    middle = (float(values.min()) + float(values.max())) / 2
-    return middle if abs(middle) >= SMALLEST_VALUE else 0.0
-
-
-# Every value a query multiplies counts by is 0 or within these magnitudes: beyond them exact
-# answers grow without bound, and the planner's floating-point error formulas lose their meaning.
-SMALLEST_VALUE, LARGEST_VALUE = 1e-9, 1e15
-
-
-def _check_magnitudes(name: str, coef: float, vectors) -> None:
-    """Refuse a term whose values are not finite, or whose nonzero products leave the allowed range."""
-    if not np.isfinite(coef):
-        raise ProgrammingError(f"{name}: the expression produces values that are not finite numbers")
-    largest, smallest = abs(coef), abs(coef)
-    for v in vectors:
-        v = np.abs(np.asarray(v, dtype=float))
-        if not np.all(np.isfinite(v)):
-            raise ProgrammingError(f"{name}: the expression produces values that are not finite numbers")
-        nonzero = v[v > 0]
-        if nonzero.size == 0:
-            return  # the term is zero
-        largest *= float(nonzero.max())
-        smallest *= float(nonzero.min())
-    if coef != 0 and not (SMALLEST_VALUE <= smallest and largest <= LARGEST_VALUE):
-        raise ProgrammingError(
-            f"{name}: its values reach magnitudes from {smallest:.3g} to {largest:.3g}; they must be 0 or between "
-            f"{SMALLEST_VALUE:g} and {LARGEST_VALUE:g}: rescale the expression"
-        )
-
-
-def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[str, np.ndarray]], domain) -> Block:
-    """Turn a sum of per-attribute products into Kronecker terms with square group factors.
-
-    `layout` is `group_layout`'s: attributes grouped as themselves get square factors,
-    attributes grouped through lookups their mapping times the term's vector.
-    The block's weight in the planner's objective is 1/Δ², Δ its L2 sensitivity
-    (the most one row can change one of its rows), so errors of counts
-    and of sums in other units are compared on one scale.
-    """
-    group_by, mapped = layout
-    choices = [m.terms if isinstance(m, SlicedMap) else [(m, {})] for m in mapped.values()]  # a key's slices
-    terms = []
-    for (coef, factors), chosen in itertools.product(predicate.factors(), itertools.product(*choices)):
-        for vectors in (v for _, v in chosen):
-            factors = {**factors, **{a: factors[a] * x if a in factors else x for a, x in vectors.items()}}
-        _check_magnitudes(name, coef, factors.values())
-        mats = {}
-        for attr, vector in factors.items():
-            if attr in mapped:
-                continue
-            if attr in group_by:
-                if not np.all(vector == 1.0):
-                    mats[attr] = Diagonal(vector)
-            elif not np.all(vector == 1.0):
-                mats[attr] = Dense(vector[None, :])
-        for attr, (mapping, _) in zip(mapped, chosen):
-            mats[attr] = Dense(mapping * factors[attr][None, :] if attr in factors else mapping)
-        terms.append(Term(coef, mats))
-    block = Block(name, group_by, terms, mapped_rows={a: m.shape[0] for a, m in mapped.items()})
-    refuse_oversized(block, domain)  # before its sensitivity (or anything its size) is computed
-    scale = block.sensitivity(domain, 2)
-    block.weight = 1.0 / scale**2 if scale > 0 else 1.0
-    return block
