@@ -204,7 +204,9 @@ def test_union_distinct_drops_repeated_rows(conn):
 
 @pytest.mark.parametrize("sql, message", [
     ("SELECT sex, COUNT(*) FROM people GROUP BY sex UNION ALL SELECT COUNT(*) FROM people", "as many columns"),
-    ("SELECT sex FROM people GROUP BY sex UNION ALL SELECT COUNT(*) FROM people", "cast one of them"),
+    ("SELECT sex, COUNT(*) FROM people GROUP BY sex UNION ALL SELECT COUNT(*), COUNT(*) FROM people",
+     "cast one of them"),
+    ("SELECT sex FROM people GROUP BY sex UNION ALL SELECT COUNT(*) FROM people", "without an aggregate"),
     ("SELECT age FROM people UNION ALL SELECT COUNT(*) FROM people", "raw values"),
 ])
 def test_bad_unions_are_refused_before_the_charge(conn, sql, message):
