@@ -520,8 +520,11 @@ class Session:
         sql, weight = take_weight(st.sql)
         if self.protected.reference(sql) is None:
             return None if params else self.workspace.describe_query(sql)
-        if not params and parse_statement(sql, self.dialect).find(exp.Placeholder):
-            return None
+        if not params:
+            tree = parse_statement(sql, self.dialect)
+            sql = _without_parameters(tree, self.dialect) if tree.find(exp.Placeholder) else sql
+            if sql is None:
+                return None
         compiled = self._compile(sql, params, weight=weight)
         if compiled.selection is not None:  # the columns it will have once the keys are released
             selection = compiled.selection
@@ -638,6 +641,18 @@ class Session:
     def scan_progress(self) -> float:
         """How far the running scan of protected data has got, in percent (-1: unknown)."""
         return getattr(self.backend, "progress", lambda: -1.0)()
+
+
+def _without_parameters(tree: exp.Expression, dialect: str) -> str | None:
+    """A DP query's text with the clauses that hold parameters left out (WHERE, HAVING, LIMIT, OFFSET), for
+    describing its columns before the parameters are known: they decide which rows, never which columns.
+    None if a parameter stands elsewhere (in the select list, a join condition)."""
+    tree = tree.copy()
+    for clause in ("where", "having", "limit", "offset"):
+        part = tree.args.get(clause)
+        if part is not None and part.find(exp.Placeholder):
+            tree.set(clause, None)
+    return None if tree.find(exp.Placeholder) else tree.sql(dialect)
 
 
 def _check_unicode(text: str) -> None:

@@ -137,15 +137,20 @@ class Workspace:
         return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types)
 
     def describe_query(self, sql: str) -> Result | None:
-        """The columns an allowed public query would return, without running it (None: not a query,
-        or its columns depend on parameters)."""
+        """The columns an allowed public query would return, without running it (None: not a query, or
+        not known before its parameters are: a parameter stands as NULL here, which rarely binds)."""
         tree = self.check(sql)
-        if self._statement_types(sql)[0] != "SELECT" or tree.find(exp.Placeholder):
+        if self._statement_types(sql)[0] != "SELECT":
             return None
         self._bring(tree)
+        with_parameters = tree.find(exp.Placeholder) is not None
+        if with_parameters:
+            sql = tree.transform(lambda node: exp.null() if isinstance(node, exp.Placeholder) else node).sql("duckdb")
         try:
             relation = self.con.sql(sql)  # bound, not run: a query's relation runs when fetched
         except duckdb.Error as e:
+            if with_parameters:
+                return None
             raise duckdb_error(e) from None
         return Result(list(relation.columns), [], kind="public", types=[str(t) for t in relation.types])
 
@@ -153,6 +158,18 @@ class Workspace:
         """The workspace connection, with the public tables a DP query joins brought in."""
         self._bring(tree)
         return self.con
+
+    def column_types(self, tree: exp.Expression, tables: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Lower table name -> lower column name -> type, for the named `tables` of a statement (the public
+        ones it names brought in; a protected table's stand-in has its declared columns). Metadata only."""
+        self._bring(tree)
+        rows = self.con.execute(
+            "SELECT lower(table_name), lower(column_name), data_type FROM duckdb_columns() "
+            "WHERE lower(table_name) IN (SELECT unnest(?::VARCHAR[])) ORDER BY column_index", [list(tables)]).fetchall()
+        found: dict[str, dict[str, str]] = {}
+        for table, column, sql_type in rows:
+            found.setdefault(table, {}).setdefault(column, sql_type)
+        return found
 
     def describe(self) -> list[tuple[str, str, str, str, bool]]:
         """(table, kind, column, type, nullable) of the workspace's tables and the owner's public ones."""

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import duckdb
+import sqlglot
 
 from dpsql import errors
 from dpsql.dbapi import Connection, _connect_profile
 from dpsql.result import Result
-from dpsql.server import pgcompat, wire
+from dpsql.server import parameters, pgcompat, wire
 from dpsql.server.auth import SCRAM, ScramExchange, Verifier, md5_matches, md5_salt
 from dpsql.sql.statements import split_statements
 
@@ -58,12 +59,26 @@ class Cancelled(errors.OperationalError):
     """The client asked to cancel the running statement."""
 
 
+class ChangedResultType(errors.NotSupportedError):
+    """PostgreSQL's error (0A000, from its routine RevalidateCachedQuery) when a prepared statement's columns
+    are no longer those its Describe told: clients (asyncpg, JDBC) know it and prepare the statement again."""
+
+    routine = "RevalidateCachedQuery"
+    detail = "a setting (such as dpsql.stderr) changed the columns since the statement was described"
+
+    def __init__(self):
+        super().__init__("cached plan must not change result type")
+
+
 @dataclass
 class Prepared:
     """A parsed statement of the extended protocol."""
 
     sql: str
-    param_types: list[int]
+    param_types: list[int]  # as Parse gave them (0: left to the server)
+    inferred: dict[int, int] | None = None  # parameter number -> type OID from its context (`parameters`)
+    columns: list[str] | None = None  # the columns its Describe told the client (None: not described or unknown)
+    oids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -76,7 +91,7 @@ class Portal:
     results: list[Result] | None = None
     sent: int = 0
     tag: str = ""
-    described: bool = False
+    columns: list[str] | None = None  # the columns the client was told (its statement's or its own Describe)
     oids: list[int] = field(default_factory=list)
 
 
@@ -239,10 +254,15 @@ class ClientConnection:
                 continue  # after an error in the extended protocol, everything up to Sync is ignored
             try:
                 handler(payload)
-            except errors.Error as e:
+            except (errors.Error, duckdb.Error) as e:
+                if isinstance(e, duckdb.Error):
+                    e = errors.OperationalError(str(e).splitlines()[0] if str(e) else type(e).__name__)
                 self._error(e)
                 if kind != b"Q":
+                    # Everything up to Sync is now ignored (Flush too); the error goes out at once, as
+                    # PostgreSQL sends it: a client waiting on a Flush for its answer gets the error.
                     self._skip_to_sync = True
+                    self._flush(b"")
 
     def _simple(self, payload: bytes) -> None:
         self._skip_to_sync = False
@@ -283,15 +303,34 @@ class ClientConnection:
         if len(formats) not in (1, len(bind.params)):
             raise wire.ProtocolError("parameter format codes do not match the parameters")
         values = []
+        types = self._parameter_types(prepared, len(bind.params))
         for i, raw in enumerate(bind.params):
-            oid = prepared.param_types[i] if i < len(prepared.param_types) else 0
+            oid = types[i]
             binary = (formats[0] if len(formats) == 1 else formats[i]) == 1
             try:
                 values.append(pgcompat.decode_parameter(raw, oid, binary))
             except (ValueError, UnicodeDecodeError):
                 raise errors.DataError(f"parameter ${i + 1} is not a valid value of type OID {oid}") from None
-        self.portals[bind.portal] = Portal(prepared, values, bind.result_formats)
+        self.portals[bind.portal] = Portal(prepared, values, bind.result_formats, columns=prepared.columns,
+                                           oids=list(prepared.oids))
         self._out.append(wire.BIND_COMPLETE)
+
+    def _parameter_types(self, prepared: Prepared, count: int) -> list[int]:
+        """The type OID of each of `count` parameters: as Parse gave it, else as its context tells (0: unknown)."""
+        if prepared.inferred is None:
+            prepared.inferred = self._infer_parameters(prepared.sql)
+        given = prepared.param_types
+        return [(given[i] if i < len(given) else 0) or prepared.inferred.get(i + 1, 0) for i in range(count)]
+
+    def _infer_parameters(self, sql: str) -> dict[int, int]:
+        if "$" not in sql:
+            return {}
+        session = self.connection.session
+        try:
+            tree = sqlglot.parse_one(pgcompat.rewrite_catalog_sql(sql), read=session.dialect)
+            return parameters.infer(tree, session.workspace.column_types(tree, parameters.tables_named(tree)))
+        except (sqlglot.errors.SqlglotError, errors.Error, duckdb.Error):
+            return {}  # a statement this cannot read: its Describe or Execute says what is wrong
 
     def _describe(self, payload: bytes) -> None:
         kind, name = wire.parse_target(payload)
@@ -300,19 +339,35 @@ class ClientConnection:
             if prepared is None:
                 raise errors.ProgrammingError(f'prepared statement "{name}" does not exist')
             count = max([len(prepared.param_types)] + [int(n) for n in _PLACEHOLDER.findall(prepared.sql)])
-            types = prepared.param_types + [0] * (count - len(prepared.param_types))
+            types = self._parameter_types(prepared, count)
             self._out.append(wire.parameter_description([t or pgcompat.TEXT for t in types]))
             shape = self._shape(prepared.sql)
-            self._out.append(self._row_description(shape, None) if shape is not None else wire.NO_DATA)
+            if shape is None:
+                prepared.columns, prepared.oids = None, []
+                self._out.append(wire.NO_DATA)
+            else:
+                prepared.columns, prepared.oids = list(shape.columns), _oids(shape)
+                self._out.append(_row_description(shape.columns, prepared.oids, []))
             return
         portal = self._portal(name)
-        self._run_portal(portal)
-        portal.described = True
-        result = portal.results[0] if portal.results else None
-        if result is not None and result.columns:
-            self._out.append(self._row_description(result, portal))
+        shape = self._portal_shape(portal)
+        if shape is not None and shape.columns:
+            portal.columns, portal.oids = list(shape.columns), _oids(shape)
+            self._out.append(_row_description(shape.columns, portal.oids, portal.result_formats))
         else:
+            portal.columns, portal.oids = [], []
             self._out.append(wire.NO_DATA)
+
+    def _portal_shape(self, portal: Portal) -> Result | None:
+        """The columns a bound statement returns: described without running it where that can be known
+        (a DP query is charged only at Execute); otherwise (public statements, the server's own) it runs now."""
+        sql = portal.prepared.sql
+        if portal.results is None and sql.strip() and pgcompat.client_statement(sql, dict(self.settings)) is None:
+            shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(sql), portal.params or None)
+            if shape is not None:
+                return shape
+        self._run_portal(portal)
+        return portal.results[0] if portal.results else None
 
     def _shape(self, sql: str) -> Result | None:
         """The columns a prepared statement will return, known before it runs (None: none, or not known
@@ -333,6 +388,8 @@ class ClientConnection:
         portal = self._portal(name)
         self._run_portal(portal)
         result = portal.results[0] if portal.results else None
+        if portal.columns and (result is None or list(result.columns) != portal.columns):
+            raise ChangedResultType()
         if result is None:
             self._out.append(wire.command_complete(portal.tag))
             return
@@ -380,6 +437,10 @@ class ClientConnection:
                 portal.results, portal.tag = [], answer.tag
             self._apply(answer)
             return
+        if portal.columns:  # described earlier: a setting changed since (dpsql.stderr) must not change the columns
+            shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(sql), portal.params or None)
+            if shape is not None and list(shape.columns) != portal.columns:
+                raise ChangedResultType()
         if any(f != 0 for f in portal.result_formats):
             self._check_result_formats(portal)
         portal.results = self._run(sql, portal.params)
@@ -461,7 +522,7 @@ class ClientConnection:
         self._apply(answer)
         if answer.columns:
             result = Result(list(answer.columns), [tuple(r) for r in answer.rows], kind="status")
-            self._out.append(self._row_description(result, None))
+            self._out.append(_row_description(result.columns, _oids(result), []))
             self._send_rows(result, None, 0, len(result.rows))
         self._out.append(wire.command_complete(answer.tag))
 
@@ -470,22 +531,12 @@ class ClientConnection:
             self._out.append(wire.command_complete(_tag(None, last_sql)))
         for result in results:
             if result.columns:
-                self._out.append(self._row_description(result, None))
+                self._out.append(_row_description(result.columns, _oids(result), []))
                 self._send_rows(result, None, 0, len(result.rows))
             self._out.append(wire.command_complete(_tag(result, last_sql)))
 
-    def _row_description(self, result: Result, portal: Portal | None) -> bytes:
-        oids = [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns)
-        oids = oids[:len(result.columns)]
-        formats = _formats(portal.result_formats if portal else [], len(oids))
-        if portal is not None:
-            portal.oids = oids
-        return wire.row_description([wire.Field(name, oid, pgcompat.type_size(oid), fmt)
-                                     for name, oid, fmt in zip(result.columns, oids, formats)])
-
     def _send_rows(self, result: Result, portal: Portal | None, start: int, end: int) -> None:
-        oids = (portal.oids if portal is not None and portal.oids else
-                [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns))
+        oids = portal.oids if portal is not None and portal.oids else _oids(result)
         formats = _formats(portal.result_formats if portal else [], len(result.columns))
         for row in result.rows[start:end]:
             self._out.append(wire.data_row(
@@ -498,7 +549,19 @@ class ClientConnection:
         sqlstate = "57014" if isinstance(e, Cancelled) else next(s for cls, s in _SQLSTATES if isinstance(e, cls))
         if self.status == IN_TRANSACTION:
             self.status = FAILED
-        self._out.append(wire.error_response(sqlstate, str(e).splitlines()[0] if str(e) else type(e).__name__))
+        self._out.append(wire.error_response(sqlstate, str(e).splitlines()[0] if str(e) else type(e).__name__,
+                                             detail=getattr(e, "detail", ""), routine=getattr(e, "routine", "")))
+
+
+def _oids(result: Result) -> list[int]:
+    """The type OIDs a result's columns are told and sent as (text where its type is not known)."""
+    oids = [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns)
+    return oids[:len(result.columns)]
+
+
+def _row_description(columns: list[str], oids: list[int], result_formats: list[int]) -> bytes:
+    return wire.row_description([wire.Field(name, oid, pgcompat.type_size(oid), fmt) for name, oid, fmt
+                                 in zip(columns, oids, _formats(result_formats, len(columns)))])
 
 
 def _formats(requested: list[int], n: int) -> list[int]:

@@ -212,13 +212,16 @@ def command_complete(tag: str) -> bytes:
     return message(b"C", _cstr(tag))
 
 
-def notice_fields(severity: str, sqlstate: str, text: str) -> bytes:
-    return b"".join([b"S" + _cstr(severity), b"V" + _cstr(severity), b"C" + _cstr(sqlstate), b"M" + _cstr(text),
-                     b"\0"])
+def notice_fields(severity: str, sqlstate: str, text: str, detail: str = "", routine: str = "") -> bytes:
+    """The fields of an ErrorResponse or NoticeResponse (a detail and PostgreSQL's routine name when given)."""
+    fields = [b"S" + _cstr(severity), b"V" + _cstr(severity), b"C" + _cstr(sqlstate), b"M" + _cstr(text)]
+    fields += [b"D" + _cstr(detail)] if detail else []
+    fields += [b"R" + _cstr(routine)] if routine else []
+    return b"".join(fields + [b"\0"])
 
 
-def error_response(sqlstate: str, text: str, severity: str = "ERROR") -> bytes:
-    return message(b"E", notice_fields(severity, sqlstate, text))
+def error_response(sqlstate: str, text: str, severity: str = "ERROR", detail: str = "", routine: str = "") -> bytes:
+    return message(b"E", notice_fields(severity, sqlstate, text, detail, routine))
 
 
 def notice_response(text: str) -> bytes:
