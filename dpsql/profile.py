@@ -28,7 +28,7 @@ memory_limit = "1GB"
 
 [analysts.alice]                   # who may connect, and what each may spend in all
 epsilon = 2                        # or rho = ...; no amount: up to the total
-password = "SCRAM-SHA-256$4096:..." # for `dpsql serve`: a verifier made by `dpsql passwd alice`
+password = "SCRAM-SHA-256$4096:..." # a verifier made by `dpsql passwd alice` (required with [server])
 
 [server]                           # `dpsql serve`: the PostgreSQL-wire endpoint
 listen = "127.0.0.1:5433"          # host:port (port 0: any free port, printed at start)
@@ -151,6 +151,12 @@ class Profile:
             analysts[name] = Analyst(name, amounts.get("epsilon"), amounts.get("rho"), password)
         if not analysts:
             raise ProfileError("the profile declares no analysts: add [analysts.<name>] for each one")
+        if "server" in spec:  # served: an analyst without a verifier could never log in, so say so now
+            unable = sorted(name for name, a in analysts.items() if a.password is None)
+            if unable:
+                raise ProfileError(f"[analysts.{unable[0]}] has no password, and the profile serves PostgreSQL "
+                                   f"clients ([server]): add password = \"...\" (a verifier made by "
+                                   f"`dpsql passwd {unable[0]}`) to each analyst ({', '.join(unable)})")
         read_only = data.get("read_only", True)
         if not isinstance(read_only, bool):
             raise ProfileError("[data] read_only must be true or false")

@@ -42,6 +42,9 @@ _NO_ROWS = (exp.Insert, exp.Update, exp.Delete, exp.TruncateTable, exp.Create, e
 # Settings a workspace starts with unless the owner's profile says otherwise ([workspace]): DuckDB's own
 # default memory limit is 80% of the machine, for each analyst's connection.
 WORKSPACE_DEFAULTS = {"memory_limit": "1GB"}
+# How schema browsers (table remarks, psql's \dt+) tell the tables apart.
+PROTECTED_COMMENT = "protected: answered with differential privacy (aggregates only), within your budget"
+PUBLIC_COMMENT = "public: a copy of the owner's table, in your workspace"
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class Workspace:
             columns = ", ".join(f"{quote_identifier(name)} {sql_type}{'' if nullable else ' NOT NULL'}"
                                 for name, sql_type, nullable in table.stand_in_columns())
             self.con.execute(f"CREATE TABLE {quote_identifier(table.name)} ({columns})")
+            self.con.execute(f"COMMENT ON TABLE {quote_identifier(table.name)} IS '{PROTECTED_COMMENT}'")
 
     def prepare_for_clients(self, statements: Sequence[str]) -> None:
         """Run dpsql's own set-up statements here (e.g. the catalog functions PostgreSQL clients call)."""
@@ -256,6 +260,7 @@ class Workspace:
         self.con.register(source, self.data.reader(found))
         try:
             self.con.execute(f"CREATE TABLE {name} AS SELECT * FROM {source}")
+            self.con.execute(f"COMMENT ON TABLE {name} IS '{PUBLIC_COMMENT}'")
         finally:
             self.con.unregister(source)
 

@@ -6,95 +6,23 @@ SQLAlchemy's postgresql dialect, pandas and jupysql talk to it as they would to 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import shutil
 import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-import duckdb
 import pytest
-
-from dpsql.ledger import Ledger
-from dpsql.server.auth import scram_verifier
+from served import Served, census
 
 psycopg = pytest.importorskip("psycopg")
-
-CATALOG = """
-[tables.people]
-[tables.people.columns]
-age = { type = "integer", min = 0, max = 99 }
-sex = { type = "categorical", values = ["F", "M"] }
-"""
-
-
-class Served:
-    """A running `dpsql serve` and what it serves."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.profile = root / "profile.toml"
-        self.process: subprocess.Popen | None = None
-        self.port = 0
-
-    def start(self) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(self.profile)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()
-        match = re.search(r"listening on [\d.]+:(\d+)", line)
-        assert match, line + self.process.stderr.read()
-        self.port = int(match.group(1))
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=20)
-        self.process = None
-
-    def dsn(self, user: str = "alice", password: str = "alice-pw") -> str:
-        return f"host=127.0.0.1 port={self.port} user={user} password={password} dbname=census"
-
-    def url(self, user: str = "alice", password: str = "alice-pw") -> str:
-        return f"postgresql+psycopg://{user}:{password}@127.0.0.1:{self.port}/census"
-
-    def ledger(self) -> Ledger:
-        return Ledger.existing(str(self.root / "census.duckdb.dpsql-state"))
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    con = duckdb.connect(str(root / "census.duckdb"))
-    con.execute("CREATE TABLE people AS SELECT (i * 7919 % 100)::INTEGER AS age, "
-                "CASE WHEN i % 3 = 0 THEN 'M' ELSE 'F' END AS sex, 'ssn-' || i AS ssn FROM range(20000) t(i)")
-    con.close()
-    (root / "catalog.toml").write_text(CATALOG)
-    bob_md5 = "md5" + hashlib.md5(b"bob-pw" + b"bob").hexdigest()
-    (root / "profile.toml").write_text(f"""
-[data]
-database = "census.duckdb"
-catalog = "catalog.toml"
-[budget]
-epsilon = 10
-delta = 1e-9
-[server]
-listen = "127.0.0.1:0"
-[analysts.alice]
-epsilon = 2
-password = "{scram_verifier('alice-pw')}"
-[analysts.bob]
-epsilon = 0.25
-password = "{bob_md5}"
-[analysts.carol]
-epsilon = 1
-""")
-    server = Served(root)
+    server = census(tmp_path_factory.mktemp("serve"))
     server.start()
     yield server
     server.stop()

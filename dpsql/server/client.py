@@ -197,7 +197,7 @@ class ClientConnection:
         except errors.Error as e:
             raise Refused("28000", str(e)) from None
         session = self.connection.session
-        session.workspace.prepare_for_clients(pgcompat.CATALOG_MACROS)
+        session.workspace.prepare_for_clients(pgcompat.catalog_setup(params.get("database") or name))
         session.before_charge = self._before_charge
         session.cancelled = lambda: self._cancel
         self.settings["application_name"] = params.get("application_name", "")

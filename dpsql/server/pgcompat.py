@@ -46,15 +46,26 @@ STARTUP_REPORTED = ("server_version", "server_encoding", "client_encoding", "Dat
                     "TimeZone", "integer_datetimes", "standard_conforming_strings", "application_name",
                     "is_superuser", "default_transaction_read_only", "in_hot_standby")
 
-# Catalog functions psql, pgcli and SQLAlchemy call that DuckDB's pg_catalog emulation lacks; created in
-# each analyst's workspace (where only catalog metadata lives). Calls written pg_catalog.f(...) are
-# rewritten to f(...) so that these apply.
+# Catalog functions psql, pgcli, JDBC and SQLAlchemy call that DuckDB's pg_catalog emulation lacks; created in
+# each analyst's workspace (where only catalog metadata lives). Calls written pg_catalog.f(...) (and
+# information_schema._pg_expandarray(...)) are rewritten to f(...) so that these apply.
+_UNQUALIFIED = "regexp_replace(replace(name, '\"', ''), '^.*[.]', '')"
 CATALOG_MACROS = [
     "CREATE MACRO pg_get_userbyid(id) AS 'dpsql'",
-    "CREATE MACRO to_regtype(name) AS (SELECT oid FROM pg_catalog.pg_type WHERE typname = name LIMIT 1)",
-    "CREATE MACRO to_regclass(name) AS (SELECT oid FROM pg_catalog.pg_class WHERE relname = name LIMIT 1)",
-    "CREATE MACRO obj_description(id, catalog := NULL) AS NULL::VARCHAR",
-    "CREATE MACRO col_description(id, column_number) AS NULL::VARCHAR",
+    f"CREATE MACRO to_regtype(name) AS (SELECT oid FROM pg_catalog.pg_type WHERE typname = {_UNQUALIFIED} LIMIT 1)",
+    f"CREATE MACRO to_regclass(name) AS (SELECT oid FROM pg_catalog.pg_class WHERE relname = {_UNQUALIFIED} LIMIT 1)",
+    f"CREATE MACRO to_regproc(name) AS (SELECT oid FROM pg_catalog.pg_proc WHERE proname = {_UNQUALIFIED} LIMIT 1)",
+    # comments (the workspace marks protected and public tables: `Workspace.declare_protected`), keyed by
+    # pg_class as PostgreSQL's are
+    "CREATE TEMP VIEW dpsql_pg_description AS SELECT objoid, to_regclass('pg_class') AS classoid, objsubid, "
+    "description FROM pg_catalog.pg_description WHERE description IS NOT NULL AND description <> ''",
+    "CREATE MACRO obj_description(id, catalog := NULL) AS (SELECT description FROM dpsql_pg_description "
+    "WHERE objoid = id AND objsubid = 0 LIMIT 1)",
+    "CREATE MACRO col_description(id, column_number) AS (SELECT description FROM dpsql_pg_description "
+    "WHERE objoid = id AND objsubid = column_number LIMIT 1)",
+    "CREATE MACRO _pg_expandarray(arr) AS {'x': arr[1], 'n': 1}",  # DuckDB's pg_index has no keys (indkey NULL)
+    "CREATE MACRO array_upper(arr, dimension) AS CASE WHEN len(arr) > 0 THEN len(arr) END",
+    "CREATE MACRO array_lower(arr, dimension) AS CASE WHEN len(arr) > 0 THEN 1 END",
     "CREATE MACRO shobj_description(id, catalog) AS NULL::VARCHAR",
     "CREATE MACRO pg_get_expr(expression, relation, pretty := false) AS NULL::VARCHAR",
     "CREATE MACRO pg_encoding_to_char(id) AS 'UTF8'",
@@ -69,7 +80,32 @@ CATALOG_MACROS = [
     "CREATE MACRO pg_get_partkeydef(id) AS NULL::VARCHAR",
     "CREATE MACRO pg_get_statisticsobjdef_columns(id) AS NULL::VARCHAR",
     "CREATE MACRO pg_relation_size(id) AS 0",
+    "CREATE MACRO pg_table_size(id) AS 0",
+    "CREATE MACRO pg_size_pretty(size) AS format_bytes(size::BIGINT)",
+    "CREATE MACRO pg_tablespace_location(id) AS ''",
+    "CREATE MACRO has_database_privilege(database, privilege) AS true",
+    "CREATE MACRO has_schema_privilege(schema, privilege) AS true",
 ]
+
+
+def catalog_setup(database: str) -> list[str]:
+    """The workspace's set-up for a client that connected to `database`: `CATALOG_MACROS`, and pg_database
+    with that one database (its owner's name for the data the profile serves)."""
+    name = database.replace("'", "''")
+    settings = ", ".join(f"('{k}', '{v.replace(chr(39), chr(39) * 2)}')"
+                         for k, v in {**SETTINGS, "max_index_keys": "32"}.items())
+    return CATALOG_MACROS + [
+        "CREATE TEMP VIEW dpsql_pg_type AS SELECT * REPLACE (coalesce(typrelid, 0) AS typrelid, coalesce(typelem, 0) "
+        "AS typelem, coalesce(typbasetype, 0) AS typbasetype, coalesce(typtypmod, -1) AS typtypmod) "
+        "FROM pg_catalog.pg_type",
+        # the server's settings (`SETTINGS`), not the workspace engine's
+        "CREATE TEMP VIEW dpsql_pg_settings AS SELECT name, setting, NULL::VARCHAR AS unit, 'dpsql' AS category, "
+        "'' AS short_desc, 'string' AS vartype, 'default' AS source, setting AS boot_val, setting AS reset_val "
+        f"FROM (VALUES {settings}) AS s(name, setting)",
+        f"CREATE TEMP VIEW dpsql_pg_database AS SELECT 1 AS oid, '{name}' AS datname, 10 AS datdba, 6 AS encoding, "
+        "'c' AS datlocprovider, false AS datistemplate, true AS datallowconn, -1 AS datconnlimit, 0 AS datfrozenxid, "
+        "0 AS datminmxid, 1663 AS dattablespace, 'C' AS datcollate, 'C' AS datctype, NULL::VARCHAR AS daticulocale, "
+        "NULL::VARCHAR AS daticurules, NULL::VARCHAR AS datcollversion, NULL::VARCHAR[] AS datacl"]
 
 _COMMENTS = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*", re.S)
 _BEGIN = re.compile(r"^(BEGIN|START\s+TRANSACTION)\b", re.I)
@@ -155,8 +191,10 @@ _VERSION_QUERY = re.compile(r"^SELECT\s+(?:pg_catalog\s*\.\s*)?version\s*\(\s*\)
 _VERSION_CALL = re.compile(r"\b(?:pg_catalog\s*\.\s*)?version\s*\(\s*\)", re.I)
 _OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!=<>*+\-/]+)\s*\)", re.I)
 _COLLATE = re.compile(r"\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I)
-_CATALOG_CALL = re.compile(r"\bpg_catalog\s*\.\s*(\w+)\s*\(", re.I)
+_CATALOG_CALL = re.compile(r"\b(?:pg_catalog|information_schema)\s*\.\s*(\w+)\s*\(", re.I)
 _JSON_BUILD = re.compile(r"\bjsonb?_build_object\s*\(", re.I)
+_CATALOG_VIEW = re.compile(r"(?<![.\w])(?:pg_catalog\s*\.\s*)?(pg_database|pg_description|pg_type|pg_settings)\b", re.I)
+_LITERAL_REG_CAST = re.compile(r"('(?:[^']|'')*')\s*::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc)\b", re.I)
 _REG_CAST = re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|regnamespace|oid)\b", re.I)
 _REG_CAST_AS = re.compile(r"\bAS\s+(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|regnamespace)\s*\)", re.I)
 
@@ -166,6 +204,7 @@ def rewrite_catalog_sql(sql: str) -> str:
     COLLATE pg_catalog.default, pg_catalog.f(...) calls, json_build_object and ::regclass casts."""
     if "pg_" not in sql.lower() and "version" not in sql.lower():
         return sql
+    sql = _LITERAL_REG_CAST.sub(lambda m: f"to_{m.group(2).lower()}({m.group(1)})", sql)
     parts = _STRING_LITERAL.split(sql)  # string literals (odd positions) are left as they are
     return "".join(part if i % 2 else _rewrite_code(part) for i, part in enumerate(parts))
 
@@ -178,6 +217,7 @@ def _rewrite_code(sql: str) -> str:
     sql = _OPERATOR.sub(r"\1", sql)
     sql = _COLLATE.sub("", sql)
     sql = _CATALOG_CALL.sub(r"\1(", sql)
+    sql = _CATALOG_VIEW.sub(lambda m: f"dpsql_{m.group(1).lower()}", sql)
     sql = _JSON_BUILD.sub("json_object(", sql)
     sql = _REG_CAST_AS.sub("AS BIGINT)", sql)
     return _REG_CAST.sub("::BIGINT", sql)
