@@ -276,7 +276,7 @@ def test_catalog_rewrites_leave_string_literals_alone():
         f"SELECT 'see version() and pg_catalog.f(x)', '{VERSION_TEXT}'"
     assert rewrite_catalog_sql("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname "
                                "OPERATOR(pg_catalog.~) '^(it''s)$' COLLATE pg_catalog.default") == \
-        "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname ~ '^(it''s)$'"
+        "SELECT c.relname FROM dpsql_pg_class c WHERE c.relname ~ '^(it''s)$'"  # the workspace's pg_class
 
 
 def test_results_a_client_cannot_be_sent_are_refused_before_the_charge(served):
