@@ -283,6 +283,7 @@ class Connection:
             self._data.close()
 
     def __enter__(self) -> "Connection":
+        """`with dpsql.connect(...) as conn:` closes the connection at the end (as psycopg does)."""
         return self
 
     def __exit__(self, *exc) -> None:
@@ -422,6 +423,13 @@ class Cursor:
 
     def close(self) -> None:
         self._closed = True
+
+    def __enter__(self) -> "Cursor":
+        """`with connection.cursor() as cur:` closes the cursor at the end (as sqlite3 and psycopg do)."""
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def __iter__(self):
         return self
