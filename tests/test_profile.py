@@ -171,3 +171,15 @@ def test_the_shell_connects_by_profile_and_refuses_owner_flags(profile):
         done = subprocess.run([*run, "--analyst", "alice", *extra, "-c", "SELECT 1"], capture_output=True,
                               text=True, env=env, timeout=120)
         assert done.returncode == 1 and "profile fixes" in done.stderr, (extra, done.stderr)
+
+
+def test_a_served_analyst_without_a_password_is_refused_at_load(tmp_path):
+    from dpsql.errors import ProfileError
+    from dpsql.profile import Profile
+
+    spec = {"data": {"database": "d.duckdb", "catalog": "c.toml"}, "server": {"listen": "127.0.0.1:0"},
+            "analysts": {"alice": {"password": "SCRAM-SHA-256$4096:x$y:z"}, "carol": {"epsilon": 1}}}
+    with pytest.raises(ProfileError, match=r"\[analysts.carol\] has no password.*dpsql passwd carol"):
+        Profile.from_dict(spec, tmp_path / "p.toml")
+    del spec["server"]  # not served: an analyst of shells needs no password
+    assert Profile.from_dict(spec, tmp_path / "p.toml").analysts["carol"].password is None
