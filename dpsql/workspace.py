@@ -44,7 +44,7 @@ _NO_ROWS = (exp.Insert, exp.Update, exp.Delete, exp.TruncateTable, exp.Create, e
 WORKSPACE_DEFAULTS = {"memory_limit": "1GB"}
 # How schema browsers (table remarks, psql's \dt+) tell the tables apart.
 PROTECTED_COMMENT = "protected: answered with differential privacy (aggregates only), within your budget"
-PUBLIC_COMMENT = "public: a copy of the owner's table, in your workspace"
+PUBLIC_COMMENT = "public: a copy of the data owner's table, in your workspace"
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,10 @@ class Workspace:
             columns = ", ".join(f"{quote_identifier(name)} {sql_type}{'' if nullable else ' NOT NULL'}"
                                 for name, sql_type, nullable in table.stand_in_columns())
             self.con.execute(f"CREATE TABLE {quote_identifier(table.name)} ({columns})")
-            self.con.execute(f"COMMENT ON TABLE {quote_identifier(table.name)} IS '{PROTECTED_COMMENT}'")
+            self._comment(quote_identifier(table.name), PROTECTED_COMMENT)
+
+    def _comment(self, table: str, text: str) -> None:
+        self.con.execute(f"COMMENT ON TABLE {table} IS '{text.replace(chr(39), chr(39) * 2)}'")
 
     def prepare_for_clients(self, statements: Sequence[str]) -> None:
         """Run dpsql's own set-up statements here (e.g. the catalog functions PostgreSQL clients call)."""
@@ -260,7 +263,7 @@ class Workspace:
         self.con.register(source, self.data.reader(found))
         try:
             self.con.execute(f"CREATE TABLE {name} AS SELECT * FROM {source}")
-            self.con.execute(f"COMMENT ON TABLE {name} IS '{PUBLIC_COMMENT}'")
+            self._comment(name, PUBLIC_COMMENT)
         finally:
             self.con.unregister(source)
 
