@@ -3,7 +3,7 @@
 A client that prepares `SELECT COUNT(*) FROM people WHERE age > $1` without naming the type of
 $1 (OID 0, as node-postgres and pg8000 send every parameter, and asyncpg asks the server) gets
 the type PostgreSQL would infer: that of the column it is compared with (`age`: int4); a cast
-(`$1::int`) names it; `LIMIT $1` is int8. The server reports these in ParameterDescription and
+(`$1::int`) names it; a value inserted, its target column's; `LIMIT $1` is int8. The server reports these in ParameterDescription and
 decodes untyped text parameters by them, so '25' compared with an integer column is the number 25.
 A parameter that stands nowhere telling stays unknown (0): text.
 """
@@ -38,18 +38,33 @@ def infer(tree: exp.Expression, columns: ColumnTypes) -> dict[int, int]:
     """Parameter number -> type OID, for each parameter whose context tells its type."""
     aliases = {t.alias_or_name.lower(): t.name.lower() for t in tree.find_all(exp.Table) if t.name}
     column_type = _column_lookup(aliases, columns)
+    inserted = _inserted_columns(tree, columns)
     types: dict[int, int] = {}
     for placeholder in tree.find_all(exp.Placeholder):
         if not placeholder.name.isdigit():
             continue
-        oid = _context_type(placeholder, column_type)
+        oid = _context_type(placeholder, column_type, inserted)
         if oid:
             types.setdefault(int(placeholder.name), oid)
     return types
 
 
-def _context_type(placeholder: exp.Placeholder, column_type: Callable[[exp.Column], int]) -> int:
+def _inserted_columns(tree: exp.Expression, columns: ColumnTypes) -> list[int]:
+    """The type OIDs of an INSERT's target columns, in the order its VALUES give them ([] for other statements)."""
+    if not isinstance(tree, exp.Insert) or not isinstance(tree.expression, exp.Values):
+        return []
+    target = tree.this
+    table = (target.this if isinstance(target, exp.Schema) else target).name.lower()
+    known = columns.get(table, {})
+    names = [c.name.lower() for c in target.expressions] if isinstance(target, exp.Schema) else list(known)
+    return [pgcompat.type_oid(known[n]) if n in known else 0 for n in names]
+
+
+def _context_type(placeholder: exp.Placeholder, column_type: Callable[[exp.Column], int], inserted: list[int]) -> int:
     parent = placeholder.parent
+    if inserted and isinstance(parent, exp.Tuple) and isinstance(parent.parent, exp.Values):
+        position = next(i for i, e in enumerate(parent.expressions) if e is placeholder)
+        return inserted[position] if position < len(inserted) else 0
     if isinstance(parent, (exp.Cast, exp.TryCast)) and parent.this is placeholder:
         return _CAST_OIDS.get(parent.to.this.name, 0)
     if isinstance(parent, (exp.Limit, exp.Offset)):
