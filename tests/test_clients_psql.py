@@ -28,3 +28,12 @@ def test_describe_commands_show_the_catalog(census_server):
     listing = psql(census_server, "\\dt+")
     assert "people" in listing and "protected: answered with differential privacy" in listing
     assert "census" in psql(census_server, "\\l") and "main" in psql(census_server, "\\dn")
+
+
+def test_backslash_copy_writes_the_dp_answer(census_server, tmp_path):
+    target = tmp_path / "by_sex.csv"
+    out = psql(census_server, f"\\copy (SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex) TO '{target}' "
+                              "CSV HEADER")
+    assert out.strip() == "COPY 2"
+    header, *rows = target.read_text().splitlines()
+    assert header == "sex,n" and [r.split(",")[0] for r in rows] == ["F", "M"]

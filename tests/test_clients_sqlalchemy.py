@@ -1,5 +1,5 @@
 """SQLAlchemy 2 over `dpsql serve` (tests/served.py) with psycopg 3 and psycopg2: queries with parameters
-and reflection (`inspect`) from the catalog; psycopg 3's pipeline mode with an error in the middle."""
+and reflection (`inspect`) from the catalog."""
 
 from __future__ import annotations
 
@@ -27,16 +27,3 @@ def test_sqlalchemy_queries_and_reflection(census_server, driver):
     finally:
         engine.dispose()
 
-
-def test_psycopg_pipeline_goes_on_after_an_error(census_server):
-    psycopg = pytest.importorskip("psycopg")
-    with psycopg.connect(census_server.dsn(), autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.SyntaxError, match="not declared"):
-            with conn.pipeline():
-                first = conn.execute("SELECT COUNT(*) FROM people WHERE age > %s", (10,))
-                conn.execute("SELECT nosuch FROM people")
-                conn.execute("SELECT 3")  # skipped by the server until the pipeline's Sync
-        assert first.fetchone()[0] > 0
-        with conn.pipeline():
-            later = conn.execute("SELECT %s::int + 1", (1,))
-        assert later.fetchone() == (2,)

@@ -29,7 +29,7 @@ import sqlglot
 from dpsql import errors
 from dpsql.dbapi import Connection, _connect_profile
 from dpsql.result import Result
-from dpsql.server import parameters, pgcompat, wire
+from dpsql.server import copy_out, parameters, pgcompat, wire
 from dpsql.server.auth import SCRAM, ScramExchange, Verifier, md5_matches, md5_salt
 from dpsql.sql.statements import split_statements
 
@@ -273,19 +273,35 @@ class ClientConnection:
                 self._out.append(wire.EMPTY_QUERY)
             group: list[str] = []
             for text in statements + [None]:
-                answer = None if text is None else self._client_statement(text)
-                if text is not None and answer is None:
+                copy = None if text is None else copy_out.parse(text)
+                answer = None if text is None else self._client_statement(copy.query if copy else text)
+                if text is not None and answer is None and copy is None:
                     group.append(text)
                     continue
                 if group:
                     self._send_results(self._run(";\n".join(group), []), group[-1])
                     group = []
-                if answer is not None:
+                if copy is not None:
+                    self._copy_out(copy)
+                elif answer is not None:
                     self._send_client_answer(answer)
         except errors.Error as e:
             self._error(e)
         self._out.append(wire.ready_for_query(self.status))
         self._flush(b"")
+
+    def _copy_out(self, copy: copy_out.CopyOut) -> None:
+        """COPY (query) TO STDOUT: the query runs (and is charged) as any other; its rows go out as CopyData."""
+        results = self._run(copy.query, [])
+        result = results[-1] if results else None
+        if result is None or not result.columns:
+            raise errors.ProgrammingError("COPY (query) TO STDOUT needs a query that returns rows")
+        self._out.append(wire.copy_out_response(len(result.columns)))
+        for line in copy_out.lines(result, copy):
+            self._out.append(wire.copy_data(line))
+            if len(self._out) > 512:
+                self._flush(b"")
+        self._out += [wire.COPY_DONE, wire.command_complete(f"COPY {len(result.rows)}")]
 
     def _parse(self, payload: bytes) -> None:
         parsed = wire.parse_parse(payload)

@@ -232,6 +232,16 @@ def parameter_description(oids: Sequence[int]) -> bytes:
     return message(b"t", struct.pack("!h", len(oids)) + b"".join(struct.pack("!i", o) for o in oids))
 
 
+def copy_out_response(columns: int) -> bytes:
+    """CopyOutResponse: text format (0) for the whole copy and each column."""
+    return message(b"H", struct.pack("!bh", 0, columns) + struct.pack("!h", 0) * columns)
+
+
+def copy_data(data: bytes) -> bytes:
+    return message(b"d", data)
+
+
+COPY_DONE = message(b"c")
 PARSE_COMPLETE = message(b"1")
 BIND_COMPLETE = message(b"2")
 CLOSE_COMPLETE = message(b"3")
