@@ -42,6 +42,7 @@ from dpsql.sql.statements import (
     classify,
     split_statements,
     take_weight,
+    without_parameters,
 )
 from dpsql.workspace import Workspace
 from mechanisms.accounting import Amount
@@ -522,7 +523,7 @@ class Session:
             return None if params else self.workspace.describe_query(sql)
         if not params:
             tree = parse_statement(sql, self.dialect)
-            sql = _without_parameters(tree, self.dialect) if tree.find(exp.Placeholder) else sql
+            sql = without_parameters(tree, self.dialect) if tree.find(exp.Placeholder) else sql
             if sql is None:
                 return None
         compiled = self._compile(sql, params, weight=weight)
@@ -641,18 +642,6 @@ class Session:
     def scan_progress(self) -> float:
         """How far the running scan of protected data has got, in percent (-1: unknown)."""
         return getattr(self.backend, "progress", lambda: -1.0)()
-
-
-def _without_parameters(tree: exp.Expression, dialect: str) -> str | None:
-    """A DP query's text with the clauses that hold parameters left out (WHERE, HAVING, LIMIT, OFFSET), for
-    describing its columns before the parameters are known: they decide which rows, never which columns.
-    None if a parameter stands elsewhere (in the select list, a join condition)."""
-    tree = tree.copy()
-    for clause in ("where", "having", "limit", "offset"):
-        part = tree.args.get(clause)
-        if part is not None and part.find(exp.Placeholder):
-            tree.set(clause, None)
-    return None if tree.find(exp.Placeholder) else tree.sql(dialect)
 
 
 def _check_unicode(text: str) -> None:

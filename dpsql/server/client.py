@@ -416,7 +416,7 @@ class ClientConnection:
             if end < len(result.rows):
                 self._out.append(wire.PORTAL_SUSPENDED)
                 return
-        self._out.append(wire.command_complete(_tag(result, portal.prepared.sql)))
+        self._out.append(wire.command_complete(pgcompat.command_tag(result, portal.prepared.sql)))
 
     def _close_target(self, payload: bytes) -> None:
         kind, name = wire.parse_target(payload)
@@ -460,7 +460,7 @@ class ClientConnection:
         if any(f != 0 for f in portal.result_formats):
             self._check_result_formats(portal)
         portal.results = self._run(sql, portal.params)
-        portal.tag = _tag(None, sql)
+        portal.tag = pgcompat.command_tag(None, sql)
 
     def _check_result_formats(self, portal: Portal) -> None:
         """Refuse result formats the answer could not be sent in before the statement runs: a DP
@@ -544,12 +544,12 @@ class ClientConnection:
 
     def _send_results(self, results: list[Result], last_sql: str) -> None:
         if not results:
-            self._out.append(wire.command_complete(_tag(None, last_sql)))
+            self._out.append(wire.command_complete(pgcompat.command_tag(None, last_sql)))
         for result in results:
             if result.columns:
                 self._out.append(_row_description(result.columns, _oids(result), []))
                 self._send_rows(result, None, 0, len(result.rows))
-            self._out.append(wire.command_complete(_tag(result, last_sql)))
+            self._out.append(wire.command_complete(pgcompat.command_tag(result, last_sql)))
 
     def _send_rows(self, result: Result, portal: Portal | None, start: int, end: int) -> None:
         oids = portal.oids if portal is not None and portal.oids else _oids(result)
@@ -588,21 +588,3 @@ def _formats(requested: list[int], n: int) -> list[int]:
     if len(requested) != n:
         raise wire.ProtocolError("result format codes do not match the columns")
     return requested
-
-
-def _tag(result: Result | None, sql: str) -> str:
-    """The CommandComplete tag PostgreSQL sends for a statement."""
-    words = pgcompat.strip_leading_comments(sql).split()
-    first = words[0].upper() if words else ""
-    if result is not None and result.columns:
-        return f"SELECT {len(result.rows)}"
-    count = max(result.rowcount, 0) if result is not None else 0
-    if first == "INSERT":
-        return f"INSERT 0 {count}"
-    if first in ("UPDATE", "DELETE"):
-        return f"{first} {count}"
-    if first in ("CREATE", "DROP", "ALTER") and len(words) > 1:
-        kind = words[1].upper()
-        kind = words[2].upper() if kind in ("OR", "TEMP", "TEMPORARY") and len(words) > 2 else kind
-        return f"{first} {'TABLE' if kind in ('REPLACE', 'TEMP', 'TEMPORARY') else kind}"
-    return first or "SELECT 0"

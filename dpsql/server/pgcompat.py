@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 
 from dpsql.errors import ProgrammingError
+from dpsql.result import Result
 
 SERVER_VERSION = "16.0"
 VERSION_TEXT = f"PostgreSQL {SERVER_VERSION} (dpsql: differentially private answers; DuckDB workspace)"
@@ -278,6 +279,24 @@ def _rewrite_code(sql: str) -> str:
     sql = _JSON_BUILD.sub("json_build_object(", sql)
     sql = _FORMAT_TYPE.sub("dpsql_format_type(", sql)
     return _CATALOG_VIEW.sub(lambda m: f"dpsql_{m.group(1).lower()}", sql)
+
+
+def command_tag(result: Result | None, sql: str) -> str:
+    """The CommandComplete tag PostgreSQL sends for a statement."""
+    words = strip_leading_comments(sql).split()
+    first = words[0].upper() if words else ""
+    if result is not None and result.columns:
+        return f"SELECT {len(result.rows)}"
+    count = max(result.rowcount, 0) if result is not None else 0
+    if first == "INSERT":
+        return f"INSERT 0 {count}"
+    if first in ("UPDATE", "DELETE"):
+        return f"{first} {count}"
+    if first in ("CREATE", "DROP", "ALTER") and len(words) > 1:
+        kind = words[1].upper()
+        kind = words[2].upper() if kind in ("OR", "TEMP", "TEMPORARY") and len(words) > 2 else kind
+        return f"{first} {'TABLE' if kind in ('REPLACE', 'TEMP', 'TEMPORARY') else kind}"
+    return first or "SELECT 0"
 
 
 # --- types and values ----------------------------------------------------------------------------
