@@ -4,6 +4,8 @@ errors in a pipeline, error bars and the budget (see tests/served.py for the dep
 from __future__ import annotations
 
 import asyncio
+import datetime
+import decimal
 
 import pytest
 
@@ -37,6 +39,9 @@ def test_asyncpg_prepared_statements_errors_and_error_bars(census_server):
             budget = {r["budget"]: r for r in await conn.fetch("SHOW dpsql.budget")}
             assert budget["total"]["epsilon"] == pytest.approx(2.0) and budget["spent"]["epsilon"] > 0
             await conn.execute("SELECT 1; SELECT 2")  # no arguments: the simple protocol
+            # asyncpg reads and sends these in binary
+            assert await conn.fetchval("SELECT $1::DATE + 1", datetime.date(2020, 1, 2)) == datetime.date(2020, 1, 3)
+            assert await conn.fetchval("SELECT $1::DECIMAL(6, 2) * 2", decimal.Decimal("1.25")) == decimal.Decimal("2.50")
         finally:
             await conn.close()
         assert conn.is_closed()

@@ -279,16 +279,20 @@ def test_catalog_rewrites_leave_string_literals_alone():
         "SELECT c.relname FROM dpsql_pg_class c WHERE c.relname ~ '^(it''s)$'"  # the workspace's pg_class
 
 
-def test_results_a_client_cannot_be_sent_are_refused_before_the_charge(served):
-    """Binary results of a type without a binary encoding here (NUMERIC) are refused before the
-    statement runs: nothing is charged for an answer that could not be sent."""
+def test_binary_results_of_every_type(served):
+    """Binary results (asyncpg and JDBC ask for them): numerics, dates and timestamps in PostgreSQL's
+    binary formats, decoded by the client as the text ones would be."""
+    import datetime as dt
+    import decimal
+
     with psycopg.connect(served.dsn(), autocommit=True) as conn:
-        spent = served.ledger().spent()
-        result = conn.pgconn.exec_params(
-            b"SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7", [],
-            result_format=1)
-        assert result.status == psycopg.pq.ExecStatus.FATAL_ERROR
-        assert b"binary" in result.error_message
-        assert served.ledger().spent() == spent
-        text = conn.execute("SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7")
-        assert float(text.fetchone()[0]) > 0  # as text it is answered (and charged) as usual
+        dp = conn.execute("SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7",
+                          binary=True).fetchone()[0]
+        assert isinstance(dp, decimal.Decimal) and dp > 0
+        row = conn.execute("SELECT 1234.5::DECIMAL(8, 2), -0.0001::DECIMAL(6, 4), DATE '2020-01-02', "
+                           "TIMESTAMP '2020-01-02 03:04:05.5', TIME '12:00:01', gen_random_uuid() IS NOT NULL",
+                           binary=True).fetchone()
+        assert row == (decimal.Decimal("1234.50"), decimal.Decimal("-0.0001"), dt.date(2020, 1, 2),
+                       dt.datetime(2020, 1, 2, 3, 4, 5, 500000), dt.time(12, 0, 1), True)
+        assert conn.execute("SELECT %b::DATE + 1", (dt.date(2020, 1, 2),), binary=True).fetchone()[0] == \
+            dt.date(2020, 1, 3)  # a binary date parameter

@@ -20,6 +20,7 @@ import re
 import secrets
 import socket
 import ssl
+import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -91,7 +92,8 @@ class Portal:
     results: list[Result] | None = None
     sent: int = 0
     tag: str = ""
-    columns: list[str] | None = None  # the columns the client was told (its statement's or its own Describe)
+    columns: list[str] | None = None  # the columns the client was told (its statement's or its own Describe;
+    # their names may differ from the answer's, e.g. an expression of a parameter: their number may not)
     oids: list[int] = field(default_factory=list)
 
 
@@ -325,7 +327,7 @@ class ClientConnection:
             binary = (formats[0] if len(formats) == 1 else formats[i]) == 1
             try:
                 values.append(pgcompat.decode_parameter(raw, oid, binary))
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, ArithmeticError, struct.error):
                 raise errors.DataError(f"parameter ${i + 1} is not a valid value of type OID {oid}") from None
         self.portals[bind.portal] = Portal(prepared, values, bind.result_formats, columns=prepared.columns,
                                            oids=list(prepared.oids))
@@ -404,7 +406,7 @@ class ClientConnection:
         portal = self._portal(name)
         self._run_portal(portal)
         result = portal.results[0] if portal.results else None
-        if portal.columns and (result is None or list(result.columns) != portal.columns):
+        if portal.columns and (result is None or len(result.columns) != len(portal.columns)):
             raise ChangedResultType()
         if result is None:
             self._out.append(wire.command_complete(portal.tag))
@@ -453,9 +455,9 @@ class ClientConnection:
                 portal.results, portal.tag = [], answer.tag
             self._apply(answer)
             return
-        if portal.columns:  # described earlier: a setting changed since (dpsql.stderr) must not change the columns
+        if portal.columns:  # described: a setting changed since (dpsql.stderr) must not change how many columns
             shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(sql), portal.params or None)
-            if shape is not None and list(shape.columns) != portal.columns:
+            if shape is not None and len(shape.columns) != len(portal.columns):
                 raise ChangedResultType()
         if any(f != 0 for f in portal.result_formats):
             self._check_result_formats(portal)
@@ -463,18 +465,13 @@ class ClientConnection:
         portal.tag = pgcompat.command_tag(None, sql)
 
     def _check_result_formats(self, portal: Portal) -> None:
-        """Refuse result formats the answer could not be sent in before the statement runs: a DP
-        answer must not be charged and then fail to be sent. (Public statements are not charged;
-        their columns are checked as they are sent.)"""
-        sql = pgcompat.rewrite_catalog_sql(portal.prepared.sql)
-        shape = self.connection.session.describe(sql, portal.params or None)
-        if shape is None:
-            return
-        oids = [pgcompat.type_oid(t) for t in shape.types] + [pgcompat.TEXT] * len(shape.columns)
-        for name, oid, fmt in zip(shape.columns, oids, _formats(portal.result_formats, len(shape.columns))):
-            if fmt == 1 and oid not in pgcompat.BINARY_RESULTS:
-                raise errors.NotSupportedError(f"column {name!r} (type OID {oid}) has no binary result format here: "
-                                               "ask for text results; nothing was charged")
+        """Refuse result format codes that do not match the answer's columns before the statement runs: a DP
+        answer must not be charged and then fail to be sent. (Every type shown has a binary format:
+        `pgcompat.BINARY_RESULTS`.)"""
+        shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(portal.prepared.sql),
+                                                 portal.params or None)
+        if shape is not None:
+            _formats(portal.result_formats, len(shape.columns))
 
     def _client_statement(self, sql: str) -> pgcompat.ClientAnswer | None:
         answer = pgcompat.client_statement(sql, self.settings)

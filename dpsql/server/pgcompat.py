@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from dpsql.errors import ProgrammingError
 from dpsql.result import Result
+from dpsql.server import binary as binary_formats
 
 SERVER_VERSION = "16.0"
 VERSION_TEXT = f"PostgreSQL {SERVER_VERSION} (dpsql: differentially private answers; DuckDB workspace)"
@@ -364,7 +365,7 @@ def _array_item(value) -> str:
 
 
 _PACKERS = {BOOL: "!?", INT2: "!h", INT4: "!i", INT8: "!q", FLOAT4: "!f", FLOAT8: "!d"}
-BINARY_RESULTS = frozenset({*_PACKERS, TEXT, VARCHAR, UNKNOWN, BYTEA})  # types sent in binary when asked
+BINARY_RESULTS = frozenset({*_PACKERS, *binary_formats.TYPES, TEXT, VARCHAR, UNKNOWN, BYTEA})  # types sent in binary when asked
 
 
 def encode_binary(value, oid: int) -> bytes | None:
@@ -375,6 +376,8 @@ def encode_binary(value, oid: int) -> bytes | None:
         return struct.pack(_PACKERS[oid], value)
     if oid == BYTEA:
         return bytes(value)
+    if oid in binary_formats.TYPES:
+        return binary_formats.encode(value, oid)
     if oid in BINARY_RESULTS:
         return str(value).encode()
     raise ProgrammingError(f"binary results of type OID {oid} are not supported: ask for text results")
@@ -391,6 +394,8 @@ def decode_parameter(raw: bytes | None, oid: int, binary: bool):
             return raw.decode()
         if oid == BYTEA:
             return raw
+        if oid in binary_formats.TYPES:
+            return binary_formats.decode(raw, oid)
         raise ProgrammingError(f"binary parameters of type OID {oid} are not supported: send them as text")
     text = raw.decode()
     if oid in (INT2, INT4, INT8):
