@@ -161,6 +161,19 @@ class Workspace:
             raise duckdb_error(e) from None
         return Result(list(relation.columns), [], kind="public", types=[str(t) for t in relation.types])
 
+    def bring_public(self) -> None:
+        """Copy in every public table (and viewable view) of the owner's database not here yet, so that catalog
+        queries list them beside the protected stand-ins; one that cannot be copied (a view that does not pass
+        the allowlist, a table over the memory limit) stays out."""
+        if self.data is None:
+            return
+        for found in self.data.objects().values():
+            if self._viewable(found) and not self._exists(found.schema, found.name):
+                try:
+                    self._copy(found, 0)
+                except (Error, duckdb.Error):
+                    continue
+
     def prepare(self, tree: exp.Expression) -> duckdb.DuckDBPyConnection:
         """The workspace connection, with the public tables a DP query joins brought in."""
         self._bring(tree)

@@ -39,7 +39,8 @@ def test_jdbc_queries_parameters_errors_and_metadata(census_server, jdbc_client)
     assert seen["error"] == "42601" and seen["after_error"] == "1"  # ... and the connection goes on
     assert seen["stderr_columns"] == "3:n_stderr" and float(seen["budget"].removeprefix("total=")) == pytest.approx(2)
     assert seen["catalogs"] == "[census]" and "main" in seen["schemas"]
-    assert "people=protected" in seen["tables"] and "notes=null" in seen["tables"]  # the analyst's own: no remark
+    assert "people=protected" in seen["tables"] and "regions=public" in seen["tables"]  # told apart
+    assert "notes=null" in seen["tables"]  # the analyst's own table: no remark
     assert seen["columns"] == "[age, sex]"  # declared columns only: never ssn
     assert seen["primary_keys"] == "[]" and seen["indexes"] == "[]" and seen["imported_keys"] == "[]"
     assert seen["types"] == "true" and seen["closed"] == "true"

@@ -27,6 +27,7 @@ def test_describe_commands_show_the_catalog(census_server):
     assert "not null" in psql(census_server, "\\d+ people")
     listing = psql(census_server, "\\dt+")
     assert "people" in listing and "protected: answered with differential privacy" in listing
+    assert "regions" in listing and "public: a copy of the data owner" in listing
     assert "census" in psql(census_server, "\\l") and "main" in psql(census_server, "\\dn")
 
 

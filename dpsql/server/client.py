@@ -115,6 +115,7 @@ class ClientConnection:
         self._out: list[bytes] = []
         self._cancel = False
         self._skip_to_sync = False
+        self._public_listed = False  # the owner's public tables copied in for catalog queries
 
     # --- lifecycle -----------------------------------------------------------------------
     def run(self) -> None:
@@ -493,6 +494,9 @@ class ClientConnection:
     def _run(self, sql: str, params: list) -> list[Result]:
         """Statements on the analyst's session (DP queries, public SQL, dpsql's own statements)."""
         self._cancel = False
+        if not self._public_listed and pgcompat.reads_catalog(sql):
+            self.connection.session.workspace.bring_public()  # so that schema browsers list the public tables
+            self._public_listed = True
         try:
             return self.connection.session.execute(pgcompat.rewrite_catalog_sql(sql), params or None)
         except (errors.Error, duckdb.Error) as e:

@@ -252,6 +252,14 @@ _REG_CAST = re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|r
 _REG_CAST_AS = re.compile(r"\bAS\s+(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|regnamespace)\s*\)", re.I)
 
 
+_CATALOG_READ = re.compile(r"\b(pg_catalog|information_schema|pg_class|pg_tables|pg_views|pg_attribute)\b", re.I)
+
+
+def reads_catalog(sql: str) -> bool:
+    """Whether a statement reads the catalog (what tables there are), as schema browsers' queries do."""
+    return _CATALOG_READ.search(sql) is not None
+
+
 def rewrite_catalog_sql(sql: str) -> str:
     """Adapt PostgreSQL catalog idioms to the workspace's DuckDB: version(), OPERATOR(pg_catalog.~),
     COLLATE pg_catalog.default, pg_catalog.f(...) calls, catalogs the workspace replaces (`catalog_setup`),
