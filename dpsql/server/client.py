@@ -46,6 +46,7 @@ _SQLSTATES = [  # most specific first
     (errors.InterfaceError, "08000"), (errors.OperationalError, "58000"), (errors.Error, "XX000"),
 ]
 _PLACEHOLDER = re.compile(r"\$(\d+)")
+_SHAPES_KEPT = 256  # DP queries' descriptions remembered per connection
 
 
 class Refused(Exception):
@@ -116,6 +117,7 @@ class ClientConnection:
         self._cancel = False
         self._skip_to_sync = False
         self._public_listed = False  # the owner's public tables copied in for catalog queries
+        self._shapes: dict[tuple[str, bool], Result] = {}  # `_described`
 
     # --- lifecycle -----------------------------------------------------------------------
     def run(self) -> None:
@@ -382,7 +384,7 @@ class ClientConnection:
         (a DP query is charged only at Execute); otherwise (public statements, the server's own) it runs now."""
         sql = portal.prepared.sql
         if portal.results is None and sql.strip() and pgcompat.client_statement(sql, dict(self.settings)) is None:
-            shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(sql), portal.params or None)
+            shape = self._described(sql)
             if shape is not None:
                 return shape
         self._run_portal(portal)
@@ -396,11 +398,23 @@ class ClientConnection:
             return Result(list(answer.columns), [], kind="status") if answer.columns else None
         if not sql.strip():
             return None
-        try:
-            shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(sql))
-        except duckdb.Error as e:
-            raise errors.OperationalError(str(e).splitlines()[0]) from None
+        shape = self._described(sql)
         return shape if shape is not None and shape.columns else None
+
+    def _described(self, sql: str) -> Result | None:
+        """The session's description of a statement (parameters unbound: they never decide the columns),
+        remembered for DP queries, whose columns depend only on their text and dpsql.stderr (describing one
+        costs about as much as compiling it)."""
+        session = self.connection.session
+        key = (sql, session.stderr_columns)
+        if key in self._shapes:
+            return self._shapes[key]
+        shape = session.describe(pgcompat.rewrite_catalog_sql(sql))
+        if shape is not None and shape.kind == "dp":
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.pop(next(iter(self._shapes)))
+            self._shapes[key] = shape
+        return shape
 
     def _execute(self, payload: bytes) -> None:
         name, limit = wire.parse_execute(payload)
@@ -457,7 +471,7 @@ class ClientConnection:
             self._apply(answer)
             return
         if portal.columns:  # described: a setting changed since (dpsql.stderr) must not change how many columns
-            shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(sql), portal.params or None)
+            shape = self._described(sql)
             if shape is not None and len(shape.columns) != len(portal.columns):
                 raise ChangedResultType()
         if any(f != 0 for f in portal.result_formats):
@@ -469,8 +483,7 @@ class ClientConnection:
         """Refuse result format codes that do not match the answer's columns before the statement runs: a DP
         answer must not be charged and then fail to be sent. (Every type shown has a binary format:
         `pgcompat.BINARY_RESULTS`.)"""
-        shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(portal.prepared.sql),
-                                                 portal.params or None)
+        shape = self._described(portal.prepared.sql)
         if shape is not None:
             _formats(portal.result_formats, len(shape.columns))
 
