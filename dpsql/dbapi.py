@@ -111,6 +111,11 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
     who = profile.analyst(name)
     if profile.log is not None:
         _log_to(profile.log)
+    backend, spark = "duckdb", None
+    if profile.data_engine == "spark":
+        from dpsql.backends.spark import profile_session
+
+        backend, spark = "spark", profile_session(profile.spark_master, profile.spark_tables)
     budget = profile.budget
     return _open(
         profile.database, catalog=profile.catalog, epsilon=budget.get("epsilon"), delta=budget.get("delta"),
@@ -120,7 +125,7 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
         engine=profile.engine, key_delta=budget.get("key_delta"),
         workspace=profile.workspace, allowance=(who.epsilon, who.rho),
         owner_files=[profile.path, *([profile.log] if profile.log else [])], output_dir=profile.output_dir,
-        confined=True,
+        confined=True, backend=backend, spark=spark,
     )
 
 

@@ -26,9 +26,9 @@ sex = { type = "categorical", values = ["F", "M"] }
 class Served:
     """A running `dpsql serve` and what it serves."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, profile: Path | None = None):
         self.root = root
-        self.profile = root / "profile.toml"
+        self.profile = profile or root / "profile.toml"
         self.process: subprocess.Popen | None = None
         self.port = 0
 
