@@ -38,6 +38,8 @@ def test_asyncpg_prepared_statements_errors_and_error_bars(census_server):
             assert list(rows[0].keys()) == ["sex", "n", "n_stderr"] and rows[0]["n_stderr"] > 0
             budget = {r["budget"]: r for r in await conn.fetch("SHOW dpsql.budget")}
             assert budget["total"]["epsilon"] == pytest.approx(2.0) and budget["spent"]["epsilon"] > 0
+            with pytest.raises(asyncio.TimeoutError):  # asyncpg sends a cancel request when its timeout passes
+                await conn.fetchval("SELECT COUNT(*) FROM range(1000000000000) a", timeout=1)
             await conn.execute("SELECT 1; SELECT 2")  # no arguments: the simple protocol
             # asyncpg reads and sends these in binary
             assert await conn.fetchval("SELECT $1::DATE + 1", datetime.date(2020, 1, 2)) == datetime.date(2020, 1, 3)

@@ -37,6 +37,7 @@ def test_jdbc_queries_parameters_errors_and_metadata(census_server, jdbc_client)
     assert seen["typed"] == "[F, M]" and seen["string"] == "true" and seen["untyped"] == "true"
     assert seen["batch"] == "refused"  # the CHECK fails in the middle of the batch ...
     assert seen["error"] == "42601" and seen["after_error"] == "1"  # ... and the connection goes on
+    assert seen["cancel"] == "57014"  # query_canceled, and the connection goes on
     assert seen["stderr_columns"] == "3:n_stderr" and float(seen["budget"].removeprefix("total=")) == pytest.approx(2)
     assert seen["catalogs"] == "[census]" and "main" in seen["schemas"]
     assert "people=protected" in seen["tables"] and "regions=public" in seen["tables"]  # told apart

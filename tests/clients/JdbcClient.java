@@ -49,6 +49,9 @@ public class JdbcClient {
                 rs = s.executeQuery("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex");
                 ResultSetMetaData m = rs.getMetaData();
                 show("stderr_columns", m.getColumnCount() + ":" + m.getColumnName(3));
+                s.setQueryTimeout(1);  // the driver sends a cancel request when it passes
+                try { s.executeQuery("SELECT COUNT(*) FROM range(1000000000000) a"); } catch (SQLException e) { show("cancel", e.getSQLState()); }
+                s.setQueryTimeout(0);
                 rs = s.executeQuery("SHOW dpsql.budget");
                 rs.next();
                 show("budget", rs.getString("budget") + "=" + rs.getDouble("epsilon"));
