@@ -421,8 +421,8 @@ class ClientConnection:
         portal = self._portal(name)
         self._run_portal(portal)
         result = portal.results[0] if portal.results else None
-        if portal.columns and (result is None or len(result.columns) != len(portal.columns)):
-            raise ChangedResultType()
+        if portal.columns and result is not None and len(result.columns) != len(portal.columns):
+            raise ChangedResultType()  # (a statement queued in a workload answers nothing yet: no rows)
         if result is None:
             self._out.append(wire.command_complete(portal.tag))
             return
