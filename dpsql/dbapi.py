@@ -117,6 +117,11 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
     profile.analyst_files().check_directory()
     if profile.log is not None:
         _log_to(profile.log)
+    backend, spark = "duckdb", None
+    if profile.data_engine == "spark":
+        from dpsql.backends.spark import profile_session
+
+        backend, spark = "spark", profile_session(profile.spark_master, profile.spark_tables)
     budget = profile.budget
     return _open(
         profile.database, catalog=profile.catalog, epsilon=budget.get("epsilon"), delta=budget.get("delta"),
@@ -126,7 +131,7 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
         engine=profile.engine, key_delta=budget.get("key_delta"),
         workspace=profile.workspace, allowance=(who.epsilon, who.rho),
         owner_files=profile.owner_files(), output_dir=profile.output_dir,
-        confined=True,
+        confined=True, backend=backend, spark=spark,
     )
 
 
@@ -289,6 +294,7 @@ class Connection:
             self._data.close()
 
     def __enter__(self) -> "Connection":
+        """`with dpsql.connect(...) as conn:` closes the connection at the end (as psycopg does)."""
         return self
 
     def __exit__(self, *exc) -> None:
@@ -428,6 +434,13 @@ class Cursor:
 
     def close(self) -> None:
         self._closed = True
+
+    def __enter__(self) -> "Cursor":
+        """`with connection.cursor() as cur:` closes the cursor at the end (as sqlite3 and psycopg do)."""
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def __iter__(self):
         return self

@@ -349,12 +349,19 @@ class Ledger:
     def _refuse_if_over(self, cost: float, status: tuple[float, float, float]) -> None:
         total, _, remaining = status
         if cost > remaining + _SLACK * total:
-            unit = "ρ" if self.noise == "gaussian" else "ε"
             whose = "" if self.limit is None else f" of {self.who}'s budget"
             raise BudgetExceededError(
-                f"this statement needs {unit}={cost:.6g} but only {unit}={remaining:.6g}{whose} of "
-                f"{unit}={total:.6g} remains; nothing was charged"
+                f"this statement needs {self._in_epsilon(cost)} but only {self._in_epsilon(remaining)}{whose} of "
+                f"{self._in_epsilon(total)} remains; nothing was charged"
             )
+
+    def _in_epsilon(self, share: float) -> str:
+        """An amount of this ledger's unit as analysts are given budgets: ε (at the ledger's δ), with ρ beside it."""
+        if self.noise != "gaussian":
+            return f"ε={share:.6g}"
+        if self.delta <= 0 or share <= 0:
+            return f"ρ={share:.6g}"
+        return f"ε={zcdp_to_epsilon(share, self.delta):.6g} (ρ={share:.6g})"
 
     def check(self, cost: float) -> None:
         """Raise BudgetExceededError if `cost` does not fit in what remains."""

@@ -7,12 +7,17 @@ analyst's own budget all come from here. Relative paths are relative to the prof
 
 ```toml
 [data]
-database = "census.duckdb"
+database = "census.duckdb"         # public tables (and, with the default engine, the protected ones)
 catalog = "catalog.toml"
 ledger = "census.dpsql-state"      # default: <database>.dpsql-state
 read_only = true                   # default: the data is opened read-only
 log = "dpsql.log"                  # optional: the owner's log (failed scans, with their cause)
 output_dir = "exports"             # optional: the only directory shells may read and write files in (none: no files)
+engine = "spark"                   # optional: where the protected tables are measured: "duckdb" (default) or "spark"
+spark_master = "local[4]"          # with engine = "spark": the master URL (default: spark-defaults, spark-submit)
+
+[data.tables]                      # with engine = "spark": protected tables' Parquet locations (paths or URLs);
+people = "warehouse/people"        # tables not listed are the Spark session's own (a metastore's)
 
 [budget]                           # the ledger's total, fixed when the ledger is created
 epsilon = 10                       # or rho = ...
@@ -29,7 +34,7 @@ statement_timeout = 30             # seconds a public statement may run (default
 
 [analysts.alice]                   # who may connect, and what each may spend in all
 epsilon = 2                        # or rho = ...; no amount: up to the total
-password = "SCRAM-SHA-256$4096:..." # for `dpsql serve`: a SCRAM-SHA-256 verifier made by `dpsql passwd alice`
+password = "SCRAM-SHA-256$4096:..." # a SCRAM-SHA-256 verifier made by `dpsql passwd alice` (required with [server])
 
 [server]                           # `dpsql serve`: the PostgreSQL-wire endpoint
 listen = "127.0.0.1:5433"          # host:port (port 0: any free port, printed at start)
@@ -55,7 +60,8 @@ from dpsql.output_files import OutputFiles
 from dpsql.server.auth import Verifier
 
 _SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server"}
-_DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir"}
+_DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir", "engine", "spark_master", "tables"}
+_DATA_ENGINES = ("duckdb", "spark")
 _BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho", "key_delta"}
 _ANALYST_KEYS = {"epsilon", "rho", "password"}
 _SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections", "workers", "authentication_timeout",
@@ -101,6 +107,9 @@ class Profile:
     read_only: bool = True
     log: Path | None = None
     output_dir: Path | None = None
+    data_engine: str = "duckdb"  # where the protected tables are measured ([data] engine)
+    spark_master: str | None = None
+    spark_tables: dict[str, str] = field(default_factory=dict)  # name -> Parquet location ([data.tables])
     budget: dict[str, float] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
     workspace: dict[str, Any] = field(default_factory=dict)
@@ -161,14 +170,22 @@ class Profile:
             analysts[name] = Analyst(name, amounts.get("epsilon"), amounts.get("rho"), password)
         if not analysts:
             raise ProfileError("the profile declares no analysts: add [analysts.<name>] for each one")
+        if "server" in spec:  # served: an analyst without a verifier could never log in, so say so now
+            unable = sorted(name for name, a in analysts.items() if a.password is None)
+            if unable:
+                raise ProfileError(f"[analysts.{unable[0]}] has no password, and the profile serves PostgreSQL "
+                                   f"clients ([server]): add password = \"...\" (a verifier made by "
+                                   f"`dpsql passwd {unable[0]}`) to each analyst ({', '.join(unable)})")
         read_only = data.get("read_only", True)
         if not isinstance(read_only, bool):
             raise ProfileError("[data] read_only must be true or false")
         ledger = local("ledger")
+        data_engine, spark_master, spark_tables = _data_engine(data, base)
         return cls(
             path=path.resolve(), database=str(local("database", True)), catalog=local("catalog", True),
             ledger=None if ledger is None else str(ledger), read_only=read_only, log=local("log"),
-            output_dir=local("output_dir"), budget=checked_budget, engine=_section(spec, "engine"),
+            output_dir=local("output_dir"), data_engine=data_engine, spark_master=spark_master,
+            spark_tables=spark_tables, budget=checked_budget, engine=_section(spec, "engine"),
             workspace=_workspace(_section(spec, "workspace")), analysts=analysts,
             server=_server(_section(spec, "server"), base),
         )
@@ -190,6 +207,22 @@ class Profile:
         if name not in self.analysts:
             raise ProfileError(f"{name!r} is not an analyst of this profile")
         return self.analysts[name]
+
+
+def _data_engine(data: dict, base: Path) -> tuple[str, str | None, dict[str, str]]:
+    """[data] engine, spark_master and [data.tables] (locations relative to the profile unless URLs)."""
+    engine = data.get("engine", "duckdb")
+    if engine not in _DATA_ENGINES:
+        raise ProfileError(f"[data] engine must be one of {', '.join(repr(e) for e in _DATA_ENGINES)}, got {engine!r}")
+    master, tables = data.get("spark_master"), data.get("tables", {})
+    if engine != "spark" and (master is not None or tables):
+        raise ProfileError("[data] spark_master and [data.tables] are for engine = \"spark\"")
+    if master is not None and (not isinstance(master, str) or not master):
+        raise ProfileError("[data] spark_master must be a Spark master URL, e.g. \"local[4]\" or \"spark://host:7077\"")
+    if not isinstance(tables, dict) or not all(isinstance(v, str) and v for v in tables.values()):
+        raise ProfileError("[data.tables] maps each table name to its Parquet location (a path or a URL)")
+    located = {name: where if "://" in where else str((base / where).resolve()) for name, where in tables.items()}
+    return engine, master, located
 
 
 def _server(spec: dict, base: Path) -> ServerSettings:

@@ -43,6 +43,7 @@ from dpsql.sql.statements import (
     classify,
     split_statements,
     take_weight,
+    without_parameters,
 )
 from dpsql.workspace import Workspace
 from mechanisms.accounting import Amount
@@ -534,8 +535,11 @@ class Session:
         sql, weight = take_weight(st.sql)
         if self.protected.reference(sql) is None:
             return None if params else self.workspace.describe_query(sql)
-        if not params and parse_statement(sql, self.dialect).find(exp.Placeholder):
-            return None
+        if not params:
+            tree = parse_statement(sql, self.dialect)
+            sql = without_parameters(tree, self.dialect) if tree.find(exp.Placeholder) else sql
+            if sql is None:
+                return None
         compiled = self._compile(sql, params, weight=weight)
         if isinstance(compiled, CompositeQuery):
             shape = dry_run(compiled.outer, compiled.parts)

@@ -48,6 +48,9 @@ WORKSPACE_DEFAULTS = {"memory_limit": "1GB"}
 # Seconds a public statement may run before it is stopped ([workspace] statement_timeout; 0: no limit).
 # DuckDB has no statement timeout of its own: a timer interrupts the workspace's connection.
 STATEMENT_TIMEOUT = 30.0
+# How schema browsers (table remarks, psql's \dt+) tell the tables apart.
+PROTECTED_COMMENT = "protected: answered with differential privacy (aggregates only), within your budget"
+PUBLIC_COMMENT = "public: a copy of the data owner's table, in your workspace"
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,10 @@ class Workspace:
             columns = ", ".join(f"{quote_identifier(name)} {sql_type}{'' if nullable else ' NOT NULL'}"
                                 for name, sql_type, nullable in table.stand_in_columns())
             self.con.execute(f"CREATE TABLE {quote_identifier(table.name)} ({columns})")
+            self._comment(quote_identifier(table.name), PROTECTED_COMMENT)
+
+    def _comment(self, table: str, text: str) -> None:
+        self.con.execute(f"COMMENT ON TABLE {table} IS '{text.replace(chr(39), chr(39) * 2)}'")
 
     def prepare_for_clients(self, statements: Sequence[str]) -> None:
         """Run dpsql's own set-up statements here (e.g. the catalog functions PostgreSQL clients call)."""
@@ -154,22 +161,52 @@ class Workspace:
         return Result(columns, rows, [(None,) * len(columns)] * len(rows), kind="public", types=types)
 
     def describe_query(self, sql: str) -> Result | None:
-        """The columns an allowed public query would return, without running it (None: not a query,
-        or its columns depend on parameters)."""
+        """The columns an allowed public query would return, without running it (None: not a query, or
+        not known before its parameters are: a parameter stands as NULL here, which rarely binds)."""
         tree = self.check(sql)
-        if self._statement_types(sql)[0] != "SELECT" or tree.find(exp.Placeholder):
+        if self._statement_types(sql)[0] != "SELECT":
             return None
         self._bring(tree)
+        with_parameters = tree.find(exp.Placeholder) is not None
+        if with_parameters:
+            sql = tree.transform(lambda node: exp.null() if isinstance(node, exp.Placeholder) else node).sql("duckdb")
         try:
             relation = self.con.sql(sql)  # bound, not run: a query's relation runs when fetched
         except duckdb.Error as e:
+            if with_parameters:
+                return None
             raise duckdb_error(e) from None
         return Result(list(relation.columns), [], kind="public", types=[str(t) for t in relation.types])
+
+    def bring_public(self) -> None:
+        """Copy in every public table (and viewable view) of the owner's database not here yet, so that catalog
+        queries list them beside the protected stand-ins; one that cannot be copied (a view that does not pass
+        the allowlist, a table over the memory limit) stays out."""
+        if self.data is None:
+            return
+        for found in self.data.objects().values():
+            if self._viewable(found) and not self._exists(found.schema, found.name):
+                try:
+                    self._copy(found, 0)
+                except (Error, duckdb.Error):
+                    continue
 
     def prepare(self, tree: exp.Expression) -> duckdb.DuckDBPyConnection:
         """The workspace connection, with the public tables a DP query joins brought in."""
         self._bring(tree)
         return self.con
+
+    def column_types(self, tree: exp.Expression, tables: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Lower table name -> lower column name -> type, for the named `tables` of a statement (the public
+        ones it names brought in; a protected table's stand-in has its declared columns). Metadata only."""
+        self._bring(tree)
+        rows = self.con.execute(
+            "SELECT lower(table_name), lower(column_name), data_type FROM duckdb_columns() "
+            "WHERE lower(table_name) IN (SELECT unnest(?::VARCHAR[])) ORDER BY column_index", [list(tables)]).fetchall()
+        found: dict[str, dict[str, str]] = {}
+        for table, column, sql_type in rows:
+            found.setdefault(table, {}).setdefault(column, sql_type)
+        return found
 
     def describe(self) -> list[tuple[str, str, str, str, bool]]:
         """(table, kind, column, type, nullable) of the workspace's tables and the owner's public ones."""
@@ -281,6 +318,7 @@ class Workspace:
         self.con.register(source, self.data.reader(found))
         try:
             self.con.execute(f"CREATE TABLE {name} AS SELECT * FROM {source}")
+            self._comment(name, PUBLIC_COMMENT)
         finally:
             self.con.unregister(source)
 

@@ -10,6 +10,19 @@ user's ~/.cache (planner.speed_cache).
 import os
 import tempfile
 
+import pytest
+
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ["DPSQL_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpsql-test-cache-")
+
+
+@pytest.fixture(scope="session")
+def census_server(tmp_path_factory):
+    """A running `dpsql serve` of the census deployment (tests/served.py), shared by the client tests."""
+    from served import census
+
+    server = census(tmp_path_factory.mktemp("clients"))
+    server.start()
+    yield server
+    server.stop()

@@ -294,3 +294,42 @@ def test_any_backend_object_is_accepted(files, tmp_path):
                        backend=DuckDBBackend(con)) as c:
         assert len(c.cursor().execute("SELECT sex, COUNT(*) FROM people GROUP BY sex").fetchall()) == 2
     con.close()
+
+
+# --- a deployment profile on Spark ------------------------------------------------------------------
+
+
+def _spark_profile(folder: Path, people: str, served: bool) -> Path:
+    """A profile whose protected table lives in Spark (Parquet); its DuckDB database holds no data."""
+    from dpsql.server.auth import scram_verifier
+
+    duckdb.connect(str(folder / "public.duckdb")).close()
+    (folder / "catalog.toml").write_text(PEOPLE_CATALOG_TOML)
+    server = f'[server]\nlisten = "127.0.0.1:0"\n' if served else ""
+    password = f'password = "{scram_verifier("alice-pw")}"\n' if served else ""
+    profile = folder / "profile.toml"
+    profile.write_text(f'[data]\ndatabase = "public.duckdb"\ncatalog = "catalog.toml"\nengine = "spark"\n'
+                       f'spark_master = "local[2]"\n[data.tables]\npeople = "{people}"\n[budget]\nepsilon = 1\n'
+                       f'{server}[analysts.alice]\nepsilon = 0.5\n{password}')
+    return profile
+
+
+def test_a_profile_measures_in_spark(files, spark, tmp_path):
+    with dpsql.connect(profile=_spark_profile(tmp_path, files["people"], served=False), analyst="alice") as conn:
+        count = conn.execute("SELECT COUNT(*) AS n FROM people").fetchone()[0]
+    assert abs(count - ROWS) < 0.05 * ROWS  # measured in Spark: the profile's DuckDB file has no rows at all
+
+
+def test_dpsql_serve_over_spark(files, spark, tmp_path):
+    """`dpsql serve` of a Spark profile (its own local Spark, in the server's process)."""
+    psycopg = pytest.importorskip("psycopg")
+    from served import Served
+
+    server = Served(tmp_path, _spark_profile(tmp_path, files["people"], served=True))
+    server.start()
+    try:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            rows = conn.execute("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex").fetchall()
+        assert [r[0] for r in rows] == ["F", "M"] and abs(sum(r[1] for r in rows) - ROWS) < 0.05 * ROWS
+    finally:
+        server.stop()

@@ -352,3 +352,15 @@ def test_stderr_columns_and_budget_as_sql(conn):
     assert cur.fetchall() == [("on",)]
     with pytest.raises(dpsql.ProgrammingError, match="on or off"):
         cur.execute("SET dpsql.stderr = maybe")
+
+
+def test_connections_and_cursors_are_context_managers(database, tmp_path):
+    with dpsql.connect(database, catalog=PEOPLE_CATALOG_TOML, epsilon=1.0, state=str(tmp_path / "s")) as conn:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) AS n FROM people")
+            assert cur.fetchone()[0] > 0
+        with pytest.raises(dpsql.InterfaceError, match="cursor is closed"):
+            cur.execute("SELECT 1")
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection stays open after its cursor
+    with pytest.raises(dpsql.InterfaceError, match="connection is closed"):
+        conn.cursor()

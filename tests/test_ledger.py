@@ -4,6 +4,7 @@ import contextlib
 import io
 import multiprocessing as mp
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,9 +81,11 @@ def test_altered_tables_and_non_ledgers(tmp_path):
 
 def test_overspending_is_refused_and_charges_nothing(tmp_path):
     ledger = _filled(str(tmp_path / "state"), charges=9)
-    with pytest.raises(BudgetExceededError):
+    with pytest.raises(BudgetExceededError) as refused:
         ledger.charge(0.2, "SELECT too much", "people", "sig", [_measurement()])
     assert ledger.spent() == pytest.approx(0.9)
+    # said in ε, as analysts are given budgets, with the ledger's ρ beside it
+    assert re.search(r"needs ε=\d[\d.]* \(ρ=0\.2\) but only ε=[\d.]+ \(ρ=0\.1\)", str(refused.value))
     assert ledger.verify() == []
 
 

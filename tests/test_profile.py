@@ -289,3 +289,32 @@ def test_the_statement_timeout_defaults_to_30_seconds(profile):
     with dpsql.connect(profile=profile, analyst="bob") as conn:
         assert conn.session.workspace.statement_timeout == 30
     assert Workspace(None, {}).statement_timeout == 30
+
+
+def test_a_served_analyst_without_a_password_is_refused_at_load(tmp_path):
+    from dpsql.errors import ProfileError
+    from dpsql.profile import Profile
+
+    spec = {"data": {"database": "d.duckdb", "catalog": "c.toml"}, "server": {"listen": "127.0.0.1:0"},
+            "analysts": {"alice": {"password": "SCRAM-SHA-256$4096:x$y:z"}, "carol": {"epsilon": 1}}}
+    with pytest.raises(ProfileError, match=r"\[analysts.carol\] has no password.*dpsql passwd carol"):
+        Profile.from_dict(spec, tmp_path / "p.toml")
+    del spec["server"]  # not served: an analyst of shells needs no password
+    assert Profile.from_dict(spec, tmp_path / "p.toml").analysts["carol"].password is None
+
+
+def test_the_data_engine_is_checked(tmp_path):
+    from dpsql.errors import ProfileError
+    from dpsql.profile import Profile
+
+    base = {"database": "d.duckdb", "catalog": "c.toml"}
+    spark = Profile.from_dict({"data": {**base, "engine": "spark", "spark_master": "local[2]",
+                                        "tables": {"people": "warehouse/people", "remote": "s3a://b/t"}},
+                               "analysts": {"alice": {}}}, tmp_path / "p.toml")
+    assert spark.data_engine == "spark" and spark.spark_master == "local[2]"
+    assert spark.spark_tables == {"people": str(tmp_path / "warehouse" / "people"), "remote": "s3a://b/t"}
+    for data, match in (({"engine": "oracle"}, "engine must be one of"),
+                        ({"tables": {"people": "x"}}, "for engine = \"spark\""),
+                        ({"engine": "spark", "tables": {"people": 3}}, "Parquet location")):
+        with pytest.raises(ProfileError, match=match):
+            Profile.from_dict({"data": {**base, **data}, "analysts": {"alice": {}}}, tmp_path / "p.toml")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -19,82 +18,15 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
-
-from dpsql.ledger import Ledger
-from dpsql.server.auth import scram_verifier
+from served import Served, census
 
 psycopg = pytest.importorskip("psycopg")
-
-CATALOG = """
-[tables.people]
-[tables.people.columns]
-age = { type = "integer", min = 0, max = 99 }
-sex = { type = "categorical", values = ["F", "M"] }
-"""
-
-
-class Served:
-    """A running `dpsql serve` and what it serves."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.profile = root / "profile.toml"
-        self.process: subprocess.Popen | None = None
-        self.port = 0
-
-    def start(self) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(self.profile)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()
-        match = re.search(r"listening on [\d.]+:(\d+)", line)
-        assert match, line + self.process.stderr.read()
-        self.port = int(match.group(1))
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=20)
-        self.process = None
-
-    def dsn(self, user: str = "alice", password: str = "alice-pw") -> str:
-        return f"host=127.0.0.1 port={self.port} user={user} password={password} dbname=census"
-
-    def url(self, user: str = "alice", password: str = "alice-pw") -> str:
-        return f"postgresql+psycopg://{user}:{password}@127.0.0.1:{self.port}/census"
-
-    def ledger(self) -> Ledger:
-        return Ledger.existing(str(self.root / "census.duckdb.dpsql-state"))
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    con = duckdb.connect(str(root / "census.duckdb"))
-    con.execute("CREATE TABLE people AS SELECT (i * 7919 % 100)::INTEGER AS age, "
-                "CASE WHEN i % 3 = 0 THEN 'M' ELSE 'F' END AS sex, 'ssn-' || i AS ssn FROM range(20000) t(i)")
-    con.close()
-    (root / "catalog.toml").write_text(CATALOG)
-    (root / "profile.toml").write_text(f"""
-[data]
-database = "census.duckdb"
-catalog = "catalog.toml"
-[budget]
-epsilon = 10
-delta = 1e-9
-[server]
-listen = "127.0.0.1:0"
-[analysts.alice]
-epsilon = 2
-password = "{scram_verifier('alice-pw')}"
-[analysts.bob]
-epsilon = 0.25
-password = "{scram_verifier('bob-pw')}"
-[analysts.carol]
-epsilon = 1
-""")
-    server = Served(root)
+    server = census(tmp_path_factory.mktemp("serve"))
     server.start()
     yield server
     server.stop()
@@ -348,22 +280,26 @@ def test_catalog_rewrites_leave_string_literals_alone():
         f"SELECT 'see version() and pg_catalog.f(x)', '{VERSION_TEXT}'"
     assert rewrite_catalog_sql("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname "
                                "OPERATOR(pg_catalog.~) '^(it''s)$' COLLATE pg_catalog.default") == \
-        "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname ~ '^(it''s)$'"
+        "SELECT c.relname FROM dpsql_pg_class c WHERE c.relname ~ '^(it''s)$'"  # the workspace's pg_class
 
 
-def test_results_a_client_cannot_be_sent_are_refused_before_the_charge(served):
-    """Binary results of a type without a binary encoding here (NUMERIC) are refused before the
-    statement runs: nothing is charged for an answer that could not be sent."""
+def test_binary_results_of_every_type(served):
+    """Binary results (asyncpg and JDBC ask for them): numerics, dates and timestamps in PostgreSQL's
+    binary formats, decoded by the client as the text ones would be."""
+    import datetime as dt
+    import decimal
+
     with psycopg.connect(served.dsn(), autocommit=True) as conn:
-        spent = served.ledger().spent()
-        result = conn.pgconn.exec_params(
-            b"SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7", [],
-            result_format=1)
-        assert result.status == psycopg.pq.ExecStatus.FATAL_ERROR
-        assert b"binary" in result.error_message
-        assert served.ledger().spent() == spent
-        text = conn.execute("SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7")
-        assert float(text.fetchone()[0]) > 0  # as text it is answered (and charged) as usual
+        dp = conn.execute("SELECT CAST(COUNT(*) AS DECIMAL(10, 2)) AS n FROM people WHERE age BETWEEN 3 AND 7",
+                          binary=True).fetchone()[0]
+        assert isinstance(dp, decimal.Decimal) and dp > 0
+        row = conn.execute("SELECT 1234.5::DECIMAL(8, 2), -0.0001::DECIMAL(6, 4), DATE '2020-01-02', "
+                           "TIMESTAMP '2020-01-02 03:04:05.5', TIME '12:00:01', gen_random_uuid() IS NOT NULL",
+                           binary=True).fetchone()
+        assert row == (decimal.Decimal("1234.50"), decimal.Decimal("-0.0001"), dt.date(2020, 1, 2),
+                       dt.datetime(2020, 1, 2, 3, 4, 5, 500000), dt.time(12, 0, 1), True)
+        assert conn.execute("SELECT %b::DATE + 1", (dt.date(2020, 1, 2),), binary=True).fetchone()[0] == \
+            dt.date(2020, 1, 3)  # a binary date parameter
 
 
 # --- strangers ------------------------------------------------------------------------------------
@@ -451,7 +387,8 @@ def test_idle_strangers_cannot_lock_analysts_out(served, tmp_path):
 
 @pytest.mark.parametrize("change, refusal", [
     ({"[data]": '[data]\noutput_dir = "."'}, "holds the data owner's or a deployment's files"),
-    ({"[analysts.carol]": f'[analysts.carol]\npassword = "md5{hashlib.md5(b"pwcarol").hexdigest()}"'}, "md5 verifier"),
+    ({"[analysts.carol]\nepsilon = 1\npassword": f'[analysts.carol]\nepsilon = 1\npassword = "md5{hashlib.md5(b"pwcarol").hexdigest()}"\nold'},
+     "md5 verifier"),
 ])
 def test_the_server_refuses_to_start_with_owner_files_in_reach_or_md5(served, tmp_path, change, refusal):
     other = _variant(served, tmp_path, "", **change)

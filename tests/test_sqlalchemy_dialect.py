@@ -1,11 +1,14 @@
 """The `dpsql://` SQLAlchemy dialect: pandas.read_sql over an engine gives DP answers."""
 
+from pathlib import Path
+
 import duckdb
 import pandas as pd
 import pytest
 import sqlalchemy as sa
 
 import dpsql
+from dpsql.catalog import Catalog
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 
@@ -41,3 +44,18 @@ def test_the_url_is_checked(tmp_path):
     catalog.write_text(PEOPLE_CATALOG_TOML)
     with pytest.raises(sa.exc.OperationalError, match="does not exist"):
         sa.create_engine(f"dpsql:///{tmp_path / 'nope.duckdb'}?catalog={catalog}").connect()
+
+
+def test_inspect_lists_declared_columns_and_tells_protected_tables_apart(engine):
+    inspector = sa.inspect(engine)
+    assert "people" in inspector.get_table_names() and inspector.has_table("people")
+    columns = inspector.get_columns("people")
+    declared = Catalog.load(Path(engine.url.query["catalog"])).tables["people"].columns
+    assert [c["name"] for c in columns] == list(declared)  # declared columns only
+    assert inspector.get_table_comment("people")["text"].startswith("protected")
+    with engine.connect() as con:
+        con.exec_driver_sql("CREATE TABLE mine (a INTEGER, b DECIMAL(10, 2))")
+        mine = {c["name"]: c["type"] for c in sa.inspect(con).get_columns("mine")}
+        assert isinstance(mine["a"], sa.Integer) and isinstance(mine["b"], sa.Numeric)
+        assert sa.inspect(con).get_table_comment("mine")["text"].startswith("public")
+        assert sa.Table("people", sa.MetaData(), autoload_with=con).columns.keys() == [c["name"] for c in columns]

@@ -37,6 +37,20 @@ def spark_session(spark: Any = None) -> Any:
         raise OperationalError(f"cannot start Spark ({spark or 'default master'}): {e}") from None
 
 
+def profile_session(master: str | None, tables: dict[str, str]) -> Any:
+    """The session a deployment profile names (`[data] engine = "spark"`): on `master` (None: the configured
+    default), with each of `tables` (name -> Parquet location: a path or a URL Spark reads) registered as a
+    temporary view; tables not listed are resolved in the session's catalog (a metastore's)."""
+    session = spark_session(master)
+    for name, location in tables.items():
+        try:
+            session.read.parquet(location).createOrReplaceTempView(name)
+        except SPARK_ERRORS as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise OperationalError(f"Spark cannot read table {name!r} at {location!r}: {first}") from None
+    return session
+
+
 class SparkBackend(SQLBackend):
     """Marginals computed by Spark SQL (local mode or any cluster)."""
 
@@ -47,11 +61,13 @@ class SparkBackend(SQLBackend):
     def __init__(self, spark: Any = None):
         super().__init__()
         self.spark = spark_session(spark)
+        self._jobs = f"dpsql-{id(self)}"  # this connection's jobs, so that stopping them stops no one else's
 
     def interrupt(self) -> None:
-        self.spark.sparkContext.cancelAllJobs()
+        self.spark.sparkContext.cancelJobGroup(self._jobs)
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
+        self.spark.sparkContext.setJobGroup(self._jobs, "dpsql marginals", interruptOnCancel=True)
         rows = self.spark.sql(sql).collect()
         out = {}
         for c in columns:

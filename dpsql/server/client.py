@@ -20,15 +20,17 @@ import re
 import secrets
 import socket
 import ssl
+import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import duckdb
+import sqlglot
 
 from dpsql import errors
 from dpsql.dbapi import Connection, _connect_profile
 from dpsql.result import Result
-from dpsql.server import pgcompat, wire
+from dpsql.server import copy_out, parameters, pgcompat, wire
 from dpsql.server.auth import SCRAM, ScramExchange, Verifier
 from dpsql.sql.statements import split_statements
 
@@ -44,6 +46,7 @@ _SQLSTATES = [  # most specific first
     (errors.InterfaceError, "08000"), (errors.OperationalError, "58000"), (errors.Error, "XX000"),
 ]
 _PLACEHOLDER = re.compile(r"\$(\d+)")
+_SHAPES_KEPT = 256  # DP queries' descriptions remembered per connection
 
 
 class Refused(Exception):
@@ -58,12 +61,26 @@ class Cancelled(errors.OperationalError):
     """The client asked to cancel the running statement."""
 
 
+class ChangedResultType(errors.NotSupportedError):
+    """PostgreSQL's error (0A000, from its routine RevalidateCachedQuery) when a prepared statement's columns
+    are no longer those its Describe told: clients (asyncpg, JDBC) know it and prepare the statement again."""
+
+    routine = "RevalidateCachedQuery"
+    detail = "a setting (such as dpsql.stderr) changed the columns since the statement was described"
+
+    def __init__(self):
+        super().__init__("cached plan must not change result type")
+
+
 @dataclass
 class Prepared:
     """A parsed statement of the extended protocol."""
 
     sql: str
-    param_types: list[int]
+    param_types: list[int]  # as Parse gave them (0: left to the server)
+    inferred: dict[int, int] | None = None  # parameter number -> type OID from its context (`parameters`)
+    columns: list[str] | None = None  # the columns its Describe told the client (None: not described or unknown)
+    oids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -76,7 +93,8 @@ class Portal:
     results: list[Result] | None = None
     sent: int = 0
     tag: str = ""
-    described: bool = False
+    columns: list[str] | None = None  # the columns the client was told (its statement's or its own Describe;
+    # their names may differ from the answer's, e.g. an expression of a parameter: their number may not)
     oids: list[int] = field(default_factory=list)
 
 
@@ -98,6 +116,8 @@ class ClientConnection:
         self._out: list[bytes] = []
         self._cancel = False
         self._skip_to_sync = False
+        self._public_listed = False  # the owner's public tables copied in for catalog queries
+        self._shapes: dict[tuple[str, bool], Result] = {}  # `_described`
 
     # --- lifecycle -----------------------------------------------------------------------
     def run(self) -> None:
@@ -183,7 +203,7 @@ class ClientConnection:
         except errors.Error as e:
             raise Refused("28000", str(e)) from None
         session = self.connection.session
-        session.workspace.prepare_for_clients(pgcompat.CATALOG_MACROS)
+        session.workspace.prepare_for_clients(pgcompat.catalog_setup(params.get("database") or name))
         session.before_charge = self._before_charge
         session.cancelled = lambda: self._cancel
         self.settings["application_name"] = params.get("application_name", "")
@@ -236,10 +256,15 @@ class ClientConnection:
                 continue  # after an error in the extended protocol, everything up to Sync is ignored
             try:
                 handler(payload)
-            except errors.Error as e:
+            except (errors.Error, duckdb.Error) as e:
+                if isinstance(e, duckdb.Error):
+                    e = errors.OperationalError(str(e).splitlines()[0] if str(e) else type(e).__name__)
                 self._error(e)
                 if kind != b"Q":
+                    # Everything up to Sync is now ignored (Flush too); the error goes out at once, as
+                    # PostgreSQL sends it: a client waiting on a Flush for its answer gets the error.
                     self._skip_to_sync = True
+                    self._flush(b"")
 
     def _simple(self, payload: bytes) -> None:
         self._skip_to_sync = False
@@ -250,19 +275,35 @@ class ClientConnection:
                 self._out.append(wire.EMPTY_QUERY)
             group: list[str] = []
             for text in statements + [None]:
-                answer = None if text is None else self._client_statement(text)
-                if text is not None and answer is None:
+                copy = None if text is None else copy_out.parse(text)
+                answer = None if text is None else self._client_statement(copy.query if copy else text)
+                if text is not None and answer is None and copy is None:
                     group.append(text)
                     continue
                 if group:
                     self._send_results(self._run(";\n".join(group), []), group[-1])
                     group = []
-                if answer is not None:
+                if copy is not None:
+                    self._copy_out(copy)
+                elif answer is not None:
                     self._send_client_answer(answer)
         except errors.Error as e:
             self._error(e)
         self._out.append(wire.ready_for_query(self.status))
         self._flush(b"")
+
+    def _copy_out(self, copy: copy_out.CopyOut) -> None:
+        """COPY (query) TO STDOUT: the query runs (and is charged) as any other; its rows go out as CopyData."""
+        results = self._run(copy.query, [])
+        result = results[-1] if results else None
+        if result is None or not result.columns:
+            raise errors.ProgrammingError("COPY (query) TO STDOUT needs a query that returns rows")
+        self._out.append(wire.copy_out_response(len(result.columns)))
+        for line in copy_out.lines(result, copy):
+            self._out.append(wire.copy_data(line))
+            if len(self._out) > 512:
+                self._flush(b"")
+        self._out += [wire.COPY_DONE, wire.command_complete(f"COPY {len(result.rows)}")]
 
     def _parse(self, payload: bytes) -> None:
         parsed = wire.parse_parse(payload)
@@ -280,15 +321,34 @@ class ClientConnection:
         if len(formats) not in (1, len(bind.params)):
             raise wire.ProtocolError("parameter format codes do not match the parameters")
         values = []
+        types = self._parameter_types(prepared, len(bind.params))
         for i, raw in enumerate(bind.params):
-            oid = prepared.param_types[i] if i < len(prepared.param_types) else 0
+            oid = types[i]
             binary = (formats[0] if len(formats) == 1 else formats[i]) == 1
             try:
                 values.append(pgcompat.decode_parameter(raw, oid, binary))
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, ArithmeticError, struct.error):
                 raise errors.DataError(f"parameter ${i + 1} is not a valid value of type OID {oid}") from None
-        self.portals[bind.portal] = Portal(prepared, values, bind.result_formats)
+        self.portals[bind.portal] = Portal(prepared, values, bind.result_formats, columns=prepared.columns,
+                                           oids=list(prepared.oids))
         self._out.append(wire.BIND_COMPLETE)
+
+    def _parameter_types(self, prepared: Prepared, count: int) -> list[int]:
+        """The type OID of each of `count` parameters: as Parse gave it, else as its context tells (0: unknown)."""
+        if prepared.inferred is None:
+            prepared.inferred = self._infer_parameters(prepared.sql)
+        given = prepared.param_types
+        return [(given[i] if i < len(given) else 0) or prepared.inferred.get(i + 1, 0) for i in range(count)]
+
+    def _infer_parameters(self, sql: str) -> dict[int, int]:
+        if "$" not in sql:
+            return {}
+        session = self.connection.session
+        try:
+            tree = sqlglot.parse_one(pgcompat.rewrite_catalog_sql(sql), read=session.dialect)
+            return parameters.infer(tree, session.workspace.column_types(tree, parameters.tables_named(tree)))
+        except (sqlglot.errors.SqlglotError, errors.Error, duckdb.Error):
+            return {}  # a statement this cannot read: its Describe or Execute says what is wrong
 
     def _describe(self, payload: bytes) -> None:
         kind, name = wire.parse_target(payload)
@@ -297,19 +357,35 @@ class ClientConnection:
             if prepared is None:
                 raise errors.ProgrammingError(f'prepared statement "{name}" does not exist')
             count = max([len(prepared.param_types)] + [int(n) for n in _PLACEHOLDER.findall(prepared.sql)])
-            types = prepared.param_types + [0] * (count - len(prepared.param_types))
+            types = self._parameter_types(prepared, count)
             self._out.append(wire.parameter_description([t or pgcompat.TEXT for t in types]))
             shape = self._shape(prepared.sql)
-            self._out.append(self._row_description(shape, None) if shape is not None else wire.NO_DATA)
+            if shape is None:
+                prepared.columns, prepared.oids = None, []
+                self._out.append(wire.NO_DATA)
+            else:
+                prepared.columns, prepared.oids = list(shape.columns), _oids(shape)
+                self._out.append(_row_description(shape.columns, prepared.oids, []))
             return
         portal = self._portal(name)
-        self._run_portal(portal)
-        portal.described = True
-        result = portal.results[0] if portal.results else None
-        if result is not None and result.columns:
-            self._out.append(self._row_description(result, portal))
+        shape = self._portal_shape(portal)
+        if shape is not None and shape.columns:
+            portal.columns, portal.oids = list(shape.columns), _oids(shape)
+            self._out.append(_row_description(shape.columns, portal.oids, portal.result_formats))
         else:
+            portal.columns, portal.oids = [], []
             self._out.append(wire.NO_DATA)
+
+    def _portal_shape(self, portal: Portal) -> Result | None:
+        """The columns a bound statement returns: described without running it where that can be known
+        (a DP query is charged only at Execute); otherwise (public statements, the server's own) it runs now."""
+        sql = portal.prepared.sql
+        if portal.results is None and sql.strip() and pgcompat.client_statement(sql, dict(self.settings)) is None:
+            shape = self._described(sql)
+            if shape is not None:
+                return shape
+        self._run_portal(portal)
+        return portal.results[0] if portal.results else None
 
     def _shape(self, sql: str) -> Result | None:
         """The columns a prepared statement will return, known before it runs (None: none, or not known
@@ -319,17 +395,31 @@ class ClientConnection:
             return Result(list(answer.columns), [], kind="status") if answer.columns else None
         if not sql.strip():
             return None
-        try:
-            shape = self.connection.session.describe(pgcompat.rewrite_catalog_sql(sql))
-        except duckdb.Error as e:
-            raise errors.OperationalError(str(e).splitlines()[0]) from None
+        shape = self._described(sql)
         return shape if shape is not None and shape.columns else None
+
+    def _described(self, sql: str) -> Result | None:
+        """The session's description of a statement (parameters unbound: they never decide the columns),
+        remembered for DP queries, whose columns depend only on their text and dpsql.stderr (describing one
+        costs about as much as compiling it)."""
+        session = self.connection.session
+        key = (sql, session.stderr_columns)
+        if key in self._shapes:
+            return self._shapes[key]
+        shape = session.describe(pgcompat.rewrite_catalog_sql(sql))
+        if shape is not None and shape.kind == "dp":
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.pop(next(iter(self._shapes)))
+            self._shapes[key] = shape
+        return shape
 
     def _execute(self, payload: bytes) -> None:
         name, limit = wire.parse_execute(payload)
         portal = self._portal(name)
         self._run_portal(portal)
         result = portal.results[0] if portal.results else None
+        if portal.columns and result is not None and len(result.columns) != len(portal.columns):
+            raise ChangedResultType()  # (a statement queued in a workload answers nothing yet: no rows)
         if result is None:
             self._out.append(wire.command_complete(portal.tag))
             return
@@ -340,7 +430,7 @@ class ClientConnection:
             if end < len(result.rows):
                 self._out.append(wire.PORTAL_SUSPENDED)
                 return
-        self._out.append(wire.command_complete(_tag(result, portal.prepared.sql)))
+        self._out.append(wire.command_complete(pgcompat.command_tag(result, portal.prepared.sql)))
 
     def _close_target(self, payload: bytes) -> None:
         kind, name = wire.parse_target(payload)
@@ -377,24 +467,22 @@ class ClientConnection:
                 portal.results, portal.tag = [], answer.tag
             self._apply(answer)
             return
+        if portal.columns:  # described: a setting changed since (dpsql.stderr) must not change how many columns
+            shape = self._described(sql)
+            if shape is not None and len(shape.columns) != len(portal.columns):
+                raise ChangedResultType()
         if any(f != 0 for f in portal.result_formats):
             self._check_result_formats(portal)
         portal.results = self._run(sql, portal.params)
-        portal.tag = _tag(None, sql)
+        portal.tag = pgcompat.command_tag(None, sql)
 
     def _check_result_formats(self, portal: Portal) -> None:
-        """Refuse result formats the answer could not be sent in before the statement runs: a DP
-        answer must not be charged and then fail to be sent. (Public statements are not charged;
-        their columns are checked as they are sent.)"""
-        sql = pgcompat.rewrite_catalog_sql(portal.prepared.sql)
-        shape = self.connection.session.describe(sql, portal.params or None)
-        if shape is None:
-            return
-        oids = [pgcompat.type_oid(t) for t in shape.types] + [pgcompat.TEXT] * len(shape.columns)
-        for name, oid, fmt in zip(shape.columns, oids, _formats(portal.result_formats, len(shape.columns))):
-            if fmt == 1 and oid not in pgcompat.BINARY_RESULTS:
-                raise errors.NotSupportedError(f"column {name!r} (type OID {oid}) has no binary result format here: "
-                                               "ask for text results; nothing was charged")
+        """Refuse result format codes that do not match the answer's columns before the statement runs: a DP
+        answer must not be charged and then fail to be sent. (Every type shown has a binary format:
+        `pgcompat.BINARY_RESULTS`.)"""
+        shape = self._described(portal.prepared.sql)
+        if shape is not None:
+            _formats(portal.result_formats, len(shape.columns))
 
     def _client_statement(self, sql: str) -> pgcompat.ClientAnswer | None:
         answer = pgcompat.client_statement(sql, self.settings)
@@ -416,6 +504,9 @@ class ClientConnection:
     def _run(self, sql: str, params: list) -> list[Result]:
         """Statements on the analyst's session (DP queries, public SQL, dpsql's own statements)."""
         self._cancel = False
+        if not self._public_listed and pgcompat.reads_catalog(sql):
+            self.connection.session.workspace.bring_public()  # so that schema browsers list the public tables
+            self._public_listed = True
         try:
             return self.connection.session.execute(pgcompat.rewrite_catalog_sql(sql), params or None)
         except (errors.Error, duckdb.Error) as e:
@@ -458,31 +549,21 @@ class ClientConnection:
         self._apply(answer)
         if answer.columns:
             result = Result(list(answer.columns), [tuple(r) for r in answer.rows], kind="status")
-            self._out.append(self._row_description(result, None))
+            self._out.append(_row_description(result.columns, _oids(result), []))
             self._send_rows(result, None, 0, len(result.rows))
         self._out.append(wire.command_complete(answer.tag))
 
     def _send_results(self, results: list[Result], last_sql: str) -> None:
         if not results:
-            self._out.append(wire.command_complete(_tag(None, last_sql)))
+            self._out.append(wire.command_complete(pgcompat.command_tag(None, last_sql)))
         for result in results:
             if result.columns:
-                self._out.append(self._row_description(result, None))
+                self._out.append(_row_description(result.columns, _oids(result), []))
                 self._send_rows(result, None, 0, len(result.rows))
-            self._out.append(wire.command_complete(_tag(result, last_sql)))
-
-    def _row_description(self, result: Result, portal: Portal | None) -> bytes:
-        oids = [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns)
-        oids = oids[:len(result.columns)]
-        formats = _formats(portal.result_formats if portal else [], len(oids))
-        if portal is not None:
-            portal.oids = oids
-        return wire.row_description([wire.Field(name, oid, pgcompat.type_size(oid), fmt)
-                                     for name, oid, fmt in zip(result.columns, oids, formats)])
+            self._out.append(wire.command_complete(pgcompat.command_tag(result, last_sql)))
 
     def _send_rows(self, result: Result, portal: Portal | None, start: int, end: int) -> None:
-        oids = (portal.oids if portal is not None and portal.oids else
-                [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns))
+        oids = portal.oids if portal is not None and portal.oids else _oids(result)
         formats = _formats(portal.result_formats if portal else [], len(result.columns))
         for row in result.rows[start:end]:
             self._out.append(wire.data_row(
@@ -495,7 +576,19 @@ class ClientConnection:
         sqlstate = "57014" if isinstance(e, Cancelled) else next(s for cls, s in _SQLSTATES if isinstance(e, cls))
         if self.status == IN_TRANSACTION:
             self.status = FAILED
-        self._out.append(wire.error_response(sqlstate, str(e).splitlines()[0] if str(e) else type(e).__name__))
+        self._out.append(wire.error_response(sqlstate, str(e).splitlines()[0] if str(e) else type(e).__name__,
+                                             detail=getattr(e, "detail", ""), routine=getattr(e, "routine", "")))
+
+
+def _oids(result: Result) -> list[int]:
+    """The type OIDs a result's columns are told and sent as (text where its type is not known)."""
+    oids = [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns)
+    return oids[:len(result.columns)]
+
+
+def _row_description(columns: list[str], oids: list[int], result_formats: list[int]) -> bytes:
+    return wire.row_description([wire.Field(name, oid, pgcompat.type_size(oid), fmt) for name, oid, fmt
+                                 in zip(columns, oids, _formats(result_formats, len(columns)))])
 
 
 def _formats(requested: list[int], n: int) -> list[int]:
@@ -506,21 +599,3 @@ def _formats(requested: list[int], n: int) -> list[int]:
     if len(requested) != n:
         raise wire.ProtocolError("result format codes do not match the columns")
     return requested
-
-
-def _tag(result: Result | None, sql: str) -> str:
-    """The CommandComplete tag PostgreSQL sends for a statement."""
-    words = pgcompat.strip_leading_comments(sql).split()
-    first = words[0].upper() if words else ""
-    if result is not None and result.columns:
-        return f"SELECT {len(result.rows)}"
-    count = max(result.rowcount, 0) if result is not None else 0
-    if first == "INSERT":
-        return f"INSERT 0 {count}"
-    if first in ("UPDATE", "DELETE"):
-        return f"{first} {count}"
-    if first in ("CREATE", "DROP", "ALTER") and len(words) > 1:
-        kind = words[1].upper()
-        kind = words[2].upper() if kind in ("OR", "TEMP", "TEMPORARY") and len(words) > 2 else kind
-        return f"{first} {'TABLE' if kind in ('REPLACE', 'TEMP', 'TEMPORARY') else kind}"
-    return first or "SELECT 0"

@@ -24,6 +24,8 @@ import uuid
 from dataclasses import dataclass
 
 from dpsql.errors import ProgrammingError
+from dpsql.result import Result
+from dpsql.server import binary as binary_formats
 
 SERVER_VERSION = "16.0"
 VERSION_TEXT = f"PostgreSQL {SERVER_VERSION} (dpsql: differentially private answers; DuckDB workspace)"
@@ -46,15 +48,26 @@ STARTUP_REPORTED = ("server_version", "server_encoding", "client_encoding", "Dat
                     "TimeZone", "integer_datetimes", "standard_conforming_strings", "application_name",
                     "is_superuser", "default_transaction_read_only", "in_hot_standby")
 
-# Catalog functions psql, pgcli and SQLAlchemy call that DuckDB's pg_catalog emulation lacks; created in
-# each analyst's workspace (where only catalog metadata lives). Calls written pg_catalog.f(...) are
-# rewritten to f(...) so that these apply.
+# Catalog functions psql, pgcli, JDBC and SQLAlchemy call that DuckDB's pg_catalog emulation lacks; created in
+# each analyst's workspace (where only catalog metadata lives). Calls written pg_catalog.f(...) (and
+# information_schema._pg_expandarray(...)) are rewritten to f(...) so that these apply.
+_UNQUALIFIED = "regexp_replace(replace(name, '\"', ''), '^.*[.]', '')"
 CATALOG_MACROS = [
     "CREATE MACRO pg_get_userbyid(id) AS 'dpsql'",
-    "CREATE MACRO to_regtype(name) AS (SELECT oid FROM pg_catalog.pg_type WHERE typname = name LIMIT 1)",
-    "CREATE MACRO to_regclass(name) AS (SELECT oid FROM pg_catalog.pg_class WHERE relname = name LIMIT 1)",
-    "CREATE MACRO obj_description(id, catalog := NULL) AS NULL::VARCHAR",
-    "CREATE MACRO col_description(id, column_number) AS NULL::VARCHAR",
+    f"CREATE MACRO to_regtype(name) AS (SELECT oid FROM pg_catalog.pg_type WHERE typname = {_UNQUALIFIED} LIMIT 1)",
+    f"CREATE MACRO to_regclass(name) AS (SELECT oid FROM pg_catalog.pg_class WHERE relname = {_UNQUALIFIED} LIMIT 1)",
+    f"CREATE MACRO to_regproc(name) AS (SELECT oid FROM pg_catalog.pg_proc WHERE proname = {_UNQUALIFIED} LIMIT 1)",
+    # comments (the workspace marks protected and public tables: `Workspace.declare_protected`), keyed by
+    # pg_class as PostgreSQL's are
+    "CREATE TEMP VIEW dpsql_pg_description AS SELECT objoid, to_regclass('pg_class') AS classoid, objsubid, "
+    "description FROM pg_catalog.pg_description WHERE description IS NOT NULL AND description <> ''",
+    "CREATE MACRO obj_description(id, catalog := NULL) AS (SELECT description FROM dpsql_pg_description "
+    "WHERE objoid = id AND objsubid = 0 LIMIT 1)",
+    "CREATE MACRO col_description(id, column_number) AS (SELECT description FROM dpsql_pg_description "
+    "WHERE objoid = id AND objsubid = column_number LIMIT 1)",
+    "CREATE MACRO _pg_expandarray(arr) AS {'x': arr[1], 'n': 1}",  # DuckDB's pg_index has no keys (indkey NULL)
+    "CREATE MACRO array_upper(arr, dimension) AS CASE WHEN len(arr) > 0 THEN len(arr) END",
+    "CREATE MACRO array_lower(arr, dimension) AS CASE WHEN len(arr) > 0 THEN 1 END",
     "CREATE MACRO shobj_description(id, catalog) AS NULL::VARCHAR",
     "CREATE MACRO pg_get_expr(expression, relation, pretty := false) AS NULL::VARCHAR",
     "CREATE MACRO pg_encoding_to_char(id) AS 'UTF8'",
@@ -69,7 +82,78 @@ CATALOG_MACROS = [
     "CREATE MACRO pg_get_partkeydef(id) AS NULL::VARCHAR",
     "CREATE MACRO pg_get_statisticsobjdef_columns(id) AS NULL::VARCHAR",
     "CREATE MACRO pg_relation_size(id) AS 0",
+    "CREATE MACRO pg_table_size(id) AS 0",
+    "CREATE MACRO pg_size_pretty(size) AS format_bytes(size::BIGINT)",
+    "CREATE MACRO pg_tablespace_location(id) AS ''",
+    "CREATE MACRO has_database_privilege(database, privilege) AS true",
+    "CREATE MACRO has_schema_privilege(schema, privilege) AS true",
+    # type names as PostgreSQL's format_type writes them (SQLAlchemy and others map these names to types)
+    "CREATE MACRO dpsql_format_type(id, modifier) AS (SELECT CASE typname WHEN 'int8' THEN 'bigint' "
+    "WHEN 'int4' THEN 'integer' WHEN 'int2' THEN 'smallint' WHEN 'float8' THEN 'double precision' "
+    "WHEN 'float4' THEN 'real' WHEN 'varchar' THEN 'character varying' WHEN 'bool' THEN 'boolean' "
+    "WHEN 'timestamp' THEN 'timestamp without time zone' WHEN 'timestamptz' THEN 'timestamp with time zone' "
+    "WHEN 'time' THEN 'time without time zone' ELSE typname END FROM pg_catalog.pg_type WHERE oid = id)",
+    # PostgreSQL's variadic json_build_object as DuckDB's json_object, for up to 10 pairs (SQLAlchemy's reflection)
+    "CREATE MACRO json_build_object" + ", ".join(
+        "(" + ", ".join(f"a{i}" for i in range(n)) + ") AS json_object("
+        + ", ".join(f"a{i}::VARCHAR" if i % 2 == 0 else f"a{i}" for i in range(n)) + ")" for n in range(2, 21, 2)),
 ]
+
+# Catalogs of PostgreSQL features a workspace has none of (row security, extended statistics, publications,
+# inheritance, triggers, rules): empty, with the columns psql's \d and JDBC read.
+_EMPTY_CATALOGS = {
+    "pg_policy": "oid BIGINT, polname VARCHAR, polrelid BIGINT, polcmd VARCHAR, polpermissive BOOLEAN, "
+                 "polroles BIGINT[], polqual VARCHAR, polwithcheck VARCHAR",
+    "pg_statistic_ext": "oid BIGINT, stxrelid BIGINT, stxname VARCHAR, stxnamespace BIGINT, stxowner BIGINT, "
+                        "stxstattarget INTEGER, stxkeys INTEGER[], stxkind VARCHAR[], stxexprs VARCHAR",
+    "pg_publication": "oid BIGINT, pubname VARCHAR, pubowner BIGINT, puballtables BOOLEAN, pubinsert BOOLEAN, "
+                      "pubupdate BOOLEAN, pubdelete BOOLEAN, pubtruncate BOOLEAN, pubviaroot BOOLEAN",
+    "pg_publication_rel": "oid BIGINT, prpubid BIGINT, prrelid BIGINT, prqual VARCHAR, prattrs INTEGER[]",
+    "pg_publication_namespace": "oid BIGINT, pnpubid BIGINT, pnnspid BIGINT",
+    "pg_inherits": "inhrelid BIGINT, inhparent BIGINT, inhseqno INTEGER, inhdetachpending BOOLEAN",
+    "pg_trigger": "oid BIGINT, tgrelid BIGINT, tgparentid BIGINT, tgname VARCHAR, tgfoid BIGINT, tgtype INTEGER, "
+                  "tgenabled VARCHAR, tgisinternal BOOLEAN, tgconstraint BIGINT",
+    "pg_rewrite": "oid BIGINT, rulename VARCHAR, ev_class BIGINT, ev_type VARCHAR, ev_enabled VARCHAR, "
+                  "is_instead BOOLEAN",
+    "pg_partitioned_table": "partrelid BIGINT, partstrat VARCHAR, partnatts INTEGER",
+    "pg_foreign_table": "ftrelid BIGINT, ftserver BIGINT, ftoptions VARCHAR[]",
+    "pg_collation": "oid BIGINT, collname VARCHAR, collnamespace BIGINT, collowner BIGINT, collprovider VARCHAR, "
+                    "collisdeterministic BOOLEAN, collencoding INTEGER, collcollate VARCHAR, collctype VARCHAR",
+    "pg_opclass": "oid BIGINT, opcname VARCHAR, opcmethod BIGINT, opcnamespace BIGINT, opcdefault BOOLEAN",
+    "pg_auth_members": "oid BIGINT, roleid BIGINT, member BIGINT, grantor BIGINT, admin_option BOOLEAN",
+}
+
+
+def _empty_view(name: str, columns: str) -> str:
+    casts = ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t in (part.split() for part in columns.split(", ")))
+    return f"CREATE TEMP VIEW dpsql_{name} AS SELECT {casts} WHERE false"
+
+
+def catalog_setup(database: str) -> list[str]:
+    """The workspace's set-up for a client that connected to `database`: `CATALOG_MACROS`, and pg_database
+    with that one database (its owner's name for the data the profile serves)."""
+    name = database.replace("'", "''")
+    settings = ", ".join(f"('{k}', '{v.replace(chr(39), chr(39) * 2)}')"
+                         for k, v in {**SETTINGS, "max_index_keys": "32"}.items())
+    return CATALOG_MACROS + [
+        "CREATE TEMP VIEW dpsql_pg_class AS SELECT * REPLACE (NULL::VARCHAR[] AS reloptions, 0 AS relam), "
+        "false AS relforcerowsecurity FROM pg_catalog.pg_class",
+        "CREATE TEMP VIEW dpsql_pg_index AS SELECT *, false AS indnullsnotdistinct FROM pg_catalog.pg_index",
+        "CREATE TEMP VIEW dpsql_pg_type AS SELECT * REPLACE (coalesce(typrelid, 0) AS typrelid, coalesce(typelem, 0) "
+        "AS typelem, coalesce(typbasetype, 0) AS typbasetype, coalesce(typtypmod, -1) AS typtypmod) "
+        "FROM pg_catalog.pg_type",
+        # the server's settings (`SETTINGS`), not the workspace engine's
+        "CREATE TEMP VIEW dpsql_pg_settings AS SELECT name, setting, NULL::VARCHAR AS unit, 'dpsql' AS category, "
+        "'' AS short_desc, 'string' AS vartype, 'default' AS source, setting AS boot_val, setting AS reset_val "
+        f"FROM (VALUES {settings}) AS s(name, setting)",
+        f"CREATE TEMP VIEW dpsql_pg_database AS SELECT 1 AS oid, '{name}' AS datname, 10 AS datdba, 6 AS encoding, "
+        "'c' AS datlocprovider, false AS datistemplate, true AS datallowconn, -1 AS datconnlimit, 0 AS datfrozenxid, "
+        "0 AS datminmxid, 1663 AS dattablespace, 'C' AS datcollate, 'C' AS datctype, NULL::VARCHAR AS daticulocale, "
+        "NULL::VARCHAR AS daticurules, NULL::VARCHAR AS datcollversion, NULL::VARCHAR[] AS datacl",
+        "CREATE TEMP VIEW dpsql_pg_roles AS SELECT 10 AS oid, 'dpsql' AS rolname, false AS rolsuper, "
+        "true AS rolinherit, false AS rolcreaterole, false AS rolcreatedb, true AS rolcanlogin, -1 AS rolconnlimit, "
+        "NULL::TIMESTAMP AS rolvaliduntil, false AS rolreplication, false AS rolbypassrls",
+    ] + [_empty_view(name, columns) for name, columns in _EMPTY_CATALOGS.items()]
 
 _COMMENTS = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*", re.S)
 _BEGIN = re.compile(r"^(BEGIN|START\s+TRANSACTION)\b", re.I)
@@ -155,17 +239,35 @@ _VERSION_QUERY = re.compile(r"^SELECT\s+(?:pg_catalog\s*\.\s*)?version\s*\(\s*\)
 _VERSION_CALL = re.compile(r"\b(?:pg_catalog\s*\.\s*)?version\s*\(\s*\)", re.I)
 _OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([~!=<>*+\-/]+)\s*\)", re.I)
 _COLLATE = re.compile(r"\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I)
-_CATALOG_CALL = re.compile(r"\bpg_catalog\s*\.\s*(\w+)\s*\(", re.I)
-_JSON_BUILD = re.compile(r"\bjsonb?_build_object\s*\(", re.I)
+_CATALOG_CALL = re.compile(r"\binformation_schema\s*\.\s*(_pg_\w+)\s*\(", re.I)
+_CATALOG_PREFIX = re.compile(r"(?<![.\w])pg_catalog\s*\.\s*(?=[\w\"])", re.I)
+_FORMAT_TYPE = re.compile(r"(?<![.\w])format_type\s*\(", re.I)
+_JSON_BUILD = re.compile(r"\bjsonb_build_object\s*\(", re.I)
+_REPLACED = ["pg_class", "pg_index", "pg_database", "pg_description", "pg_type", "pg_settings", "pg_roles", *_EMPTY_CATALOGS]
+_CATALOG_VIEW = re.compile(rf"(?<![.\w])({'|'.join(_REPLACED)})\b", re.I)
+_LITERAL_REG_CAST = re.compile(r"('(?:[^']|'')*')\s*::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc)\b", re.I)
+_NAME_REG_CAST = re.compile(r"\bCAST\s*\(\s*(\$\d+|'(?:[^']|'')*')\s+AS\s+(?:pg_catalog\s*\.\s*)?"
+                            r"(regclass|regtype|regproc)\s*\)", re.I)  # a name (literal or parameter) looked up
 _REG_CAST = re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|regnamespace|oid)\b", re.I)
 _REG_CAST_AS = re.compile(r"\bAS\s+(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|regnamespace)\s*\)", re.I)
 
 
+_CATALOG_READ = re.compile(r"\b(pg_catalog|information_schema|pg_class|pg_tables|pg_views|pg_attribute)\b", re.I)
+
+
+def reads_catalog(sql: str) -> bool:
+    """Whether a statement reads the catalog (what tables there are), as schema browsers' queries do."""
+    return _CATALOG_READ.search(sql) is not None
+
+
 def rewrite_catalog_sql(sql: str) -> str:
     """Adapt PostgreSQL catalog idioms to the workspace's DuckDB: version(), OPERATOR(pg_catalog.~),
-    COLLATE pg_catalog.default, pg_catalog.f(...) calls, json_build_object and ::regclass casts."""
+    COLLATE pg_catalog.default, pg_catalog.f(...) calls, catalogs the workspace replaces (`catalog_setup`),
+    jsonb_build_object and ::regclass casts."""
     if "pg_" not in sql.lower() and "version" not in sql.lower():
         return sql
+    sql = _LITERAL_REG_CAST.sub(lambda m: f"to_{m.group(2).lower()}({m.group(1)})", sql)
+    sql = _NAME_REG_CAST.sub(lambda m: f"to_{m.group(2).lower()}({m.group(1)})", sql)
     parts = _STRING_LITERAL.split(sql)  # string literals (odd positions) are left as they are
     return "".join(part if i % 2 else _rewrite_code(part) for i, part in enumerate(parts))
 
@@ -177,10 +279,33 @@ def _rewrite_code(sql: str) -> str:
     sql = _VERSION_CALL.sub(f"'{VERSION_TEXT}'", sql)
     sql = _OPERATOR.sub(r"\1", sql)
     sql = _COLLATE.sub("", sql)
-    sql = _CATALOG_CALL.sub(r"\1(", sql)
-    sql = _JSON_BUILD.sub("json_object(", sql)
     sql = _REG_CAST_AS.sub("AS BIGINT)", sql)
-    return _REG_CAST.sub("::BIGINT", sql)
+    sql = _REG_CAST.sub("::BIGINT", sql)
+    sql = _CATALOG_CALL.sub(r"\1(", sql)
+    # pg_catalog.x -> x: DuckDB finds its pg_catalog by the search path, and binds pg_catalog.t.column
+    # references unreliably; then the catalogs the workspace replaces are named
+    sql = _CATALOG_PREFIX.sub("", sql)
+    sql = _JSON_BUILD.sub("json_build_object(", sql)
+    sql = _FORMAT_TYPE.sub("dpsql_format_type(", sql)
+    return _CATALOG_VIEW.sub(lambda m: f"dpsql_{m.group(1).lower()}", sql)
+
+
+def command_tag(result: Result | None, sql: str) -> str:
+    """The CommandComplete tag PostgreSQL sends for a statement."""
+    words = strip_leading_comments(sql).split()
+    first = words[0].upper() if words else ""
+    if result is not None and result.columns:
+        return f"SELECT {len(result.rows)}"
+    count = max(result.rowcount, 0) if result is not None else 0
+    if first == "INSERT":
+        return f"INSERT 0 {count}"
+    if first in ("UPDATE", "DELETE"):
+        return f"{first} {count}"
+    if first in ("CREATE", "DROP", "ALTER") and len(words) > 1:
+        kind = words[1].upper()
+        kind = words[2].upper() if kind in ("OR", "TEMP", "TEMPORARY") and len(words) > 2 else kind
+        return f"{first} {'TABLE' if kind in ('REPLACE', 'TEMP', 'TEMPORARY') else kind}"
+    return first or "SELECT 0"
 
 
 # --- types and values ----------------------------------------------------------------------------
@@ -248,7 +373,7 @@ def _array_item(value) -> str:
 
 
 _PACKERS = {BOOL: "!?", INT2: "!h", INT4: "!i", INT8: "!q", FLOAT4: "!f", FLOAT8: "!d"}
-BINARY_RESULTS = frozenset({*_PACKERS, TEXT, VARCHAR, UNKNOWN, BYTEA})  # types sent in binary when asked
+BINARY_RESULTS = frozenset({*_PACKERS, *binary_formats.TYPES, TEXT, VARCHAR, UNKNOWN, BYTEA})  # types sent in binary when asked
 
 
 def encode_binary(value, oid: int) -> bytes | None:
@@ -259,6 +384,8 @@ def encode_binary(value, oid: int) -> bytes | None:
         return struct.pack(_PACKERS[oid], value)
     if oid == BYTEA:
         return bytes(value)
+    if oid in binary_formats.TYPES:
+        return binary_formats.encode(value, oid)
     if oid in BINARY_RESULTS:
         return str(value).encode()
     raise ProgrammingError(f"binary results of type OID {oid} are not supported: ask for text results")
@@ -275,6 +402,8 @@ def decode_parameter(raw: bytes | None, oid: int, binary: bool):
             return raw.decode()
         if oid == BYTEA:
             return raw
+        if oid in binary_formats.TYPES:
+            return binary_formats.decode(raw, oid)
         raise ProgrammingError(f"binary parameters of type OID {oid} are not supported: send them as text")
     text = raw.decode()
     if oid in (INT2, INT4, INT8):

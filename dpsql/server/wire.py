@@ -212,13 +212,16 @@ def command_complete(tag: str) -> bytes:
     return message(b"C", _cstr(tag))
 
 
-def notice_fields(severity: str, sqlstate: str, text: str) -> bytes:
-    return b"".join([b"S" + _cstr(severity), b"V" + _cstr(severity), b"C" + _cstr(sqlstate), b"M" + _cstr(text),
-                     b"\0"])
+def notice_fields(severity: str, sqlstate: str, text: str, detail: str = "", routine: str = "") -> bytes:
+    """The fields of an ErrorResponse or NoticeResponse (a detail and PostgreSQL's routine name when given)."""
+    fields = [b"S" + _cstr(severity), b"V" + _cstr(severity), b"C" + _cstr(sqlstate), b"M" + _cstr(text)]
+    fields += [b"D" + _cstr(detail)] if detail else []
+    fields += [b"R" + _cstr(routine)] if routine else []
+    return b"".join(fields + [b"\0"])
 
 
-def error_response(sqlstate: str, text: str, severity: str = "ERROR") -> bytes:
-    return message(b"E", notice_fields(severity, sqlstate, text))
+def error_response(sqlstate: str, text: str, severity: str = "ERROR", detail: str = "", routine: str = "") -> bytes:
+    return message(b"E", notice_fields(severity, sqlstate, text, detail, routine))
 
 
 def notice_response(text: str) -> bytes:
@@ -229,6 +232,16 @@ def parameter_description(oids: Sequence[int]) -> bytes:
     return message(b"t", struct.pack("!h", len(oids)) + b"".join(struct.pack("!i", o) for o in oids))
 
 
+def copy_out_response(columns: int) -> bytes:
+    """CopyOutResponse: text format (0) for the whole copy and each column."""
+    return message(b"H", struct.pack("!bh", 0, columns) + struct.pack("!h", 0) * columns)
+
+
+def copy_data(data: bytes) -> bytes:
+    return message(b"d", data)
+
+
+COPY_DONE = message(b"c")
 PARSE_COMPLETE = message(b"1")
 BIND_COMPLETE = message(b"2")
 CLOSE_COMPLETE = message(b"3")

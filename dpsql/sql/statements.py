@@ -32,6 +32,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from sqlglot import exp
+
 from dpsql.budget import checked
 from dpsql.errors import ProgrammingError
 
@@ -278,3 +280,15 @@ def take_weight(sql: str) -> tuple[str, float]:
     for m in _HINT.finditer(sql):
         weight = checked("weight", m.group(1) or m.group(2) or "", "WEIGHT")
     return _HINT.sub(" ", sql).strip(), weight
+
+
+def without_parameters(tree: exp.Expression, dialect: str) -> str | None:
+    """A DP query's text with the clauses that hold parameters left out (WHERE, HAVING, LIMIT, OFFSET), for
+    describing its columns before the parameters are known: they decide which rows, never which columns.
+    None if a parameter stands elsewhere (in the select list, a join condition)."""
+    tree = tree.copy()
+    for clause in ("where", "having", "limit", "offset"):
+        part = tree.args.get(clause)
+        if part is not None and part.find(exp.Placeholder):
+            tree.set(clause, None)
+    return None if tree.find(exp.Placeholder) else tree.sql(dialect)
