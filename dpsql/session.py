@@ -416,7 +416,7 @@ class Session:
             result = self.executor.execute([self._compile(sql, params, weight=weight)], sql, self._sizing())[0]
         else:  # nothing to measure: the query's shape over no keys (no rows)
             shape = over(())
-            result = assemble(shape, [(np.zeros(shape.rows),) * 2 for _ in shape.aggregates])
+            result = assemble(shape, shape.zero_answers())
         result.charged = self.query_share
         result.charge_text = self.executor.charge_text(self.query_share)
         tau = self.executor.selection(selection, self.query_share, self.key_delta).threshold
