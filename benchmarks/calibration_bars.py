@@ -54,7 +54,8 @@ def _draw(name, protocol, histogram, rng):
         return [(0, counts, sums)]
     leaves = np.pad(histogram, (0, (1 << protocol.height) - len(histogram)))
     plus, minus = simulate.haar_signs(simulate.level_split(leaves, protocol.height, rng), rng)
-    return [(level, *simulate.flip_tallies(up, down, truth, rng)) for level, (up, down) in enumerate(zip(plus, minus), 1)]
+    return [(level, *simulate.flip_tallies(up, down, truth, rng))
+            for level, (up, down) in enumerate(zip(plus, minus), 1)]
 
 
 def ldp(repeats: int, epsilon: float = 1.0) -> list[dict]:
@@ -76,7 +77,8 @@ def ldp(repeats: int, epsilon: float = 1.0) -> list[dict]:
                 empty += sum(int((c[first:] == 0).sum()) for _, c, _ in strata)
                 counts, sums = (np.concatenate([part[i][first:] for part in strata]) for i in (1, 2))
                 group = np.concatenate([np.full(len(c) - first, i) for i, (_, c, _) in enumerate(strata)])
-                fitted = StratifiedAnswers(domain, sign_strata(counts, sums, model.strata.p, group), reports, model.marginal)
+                strata = sign_strata(counts, sums, model.strata.p, group)
+                fitted = StratifiedAnswers(domain, strata, reports, model.marginal)
                 estimate, variance = fitted.answer(block)
                 answers.append(estimate)
                 stated.append(variance)
