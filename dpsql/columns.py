@@ -115,7 +115,7 @@ class Column:
     def labels(self) -> list[Any]:
         """The value shown for each bin in GROUP BY output (NULL bin: None)."""
         if self.kind == PRESENCE:
-            raise CatalogError(self._presence_only("grouped by"))
+            raise CatalogError(self.presence_only("grouped by"))
         if self.kind == INTEGER:
             out: list[Any] = list(range(int(self.low), int(self.high) + 1))
         elif self.kind == NUMERIC:
@@ -186,7 +186,7 @@ class Column:
     def bin_values(self) -> np.ndarray:
         """The number each bin stands for in SUM/AVG (NULL bin: 0)."""
         if self.kind == PRESENCE:
-            raise CatalogError(self._presence_only("summed"))
+            raise CatalogError(self.presence_only("summed"))
         if not self.numeric:
             raise CatalogError(f"column {self.name!r} is {self.kind}: it has no numeric values to sum")
         if self.kind == BOOLEAN:
@@ -206,7 +206,7 @@ class Column:
         if op not in COMPARISONS:
             raise CatalogError(f"unsupported comparison {op!r}")
         if self.kind == PRESENCE:
-            raise CatalogError(self._presence_only("compared with a value"))
+            raise CatalogError(self.presence_only("compared with a value"))
         out = np.zeros(self.size)
         if self.kind == KEY:
             if op not in ("=", "<>"):
@@ -311,7 +311,8 @@ class Column:
                                "counted together, and no answer can single one out")
         return self.values.index(str(literal))
 
-    def _presence_only(self, what: str) -> str:
+    def presence_only(self, what: str) -> str:
+        """Why a presence column cannot be `what` (grouped by, compared, summed), and what works."""
         return (f"column {self.name!r} is declared for presence only (NULL or not), without values: it cannot be "
                 f"{what}; count it (COUNT({self.name})) or test it with IS NULL / IS NOT NULL, or declare its domain")
 

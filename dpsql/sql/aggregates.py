@@ -16,7 +16,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpsql.catalog import Table
-from dpsql.columns import INTEGER, KEY, NUMERIC, Column
+from dpsql.columns import INTEGER, KEY, NUMERIC, PRESENCE, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import Condition, ExpressionCompiler, Value, literal_value
 from dpsql.sql.lookups import SlicedMap
@@ -133,7 +133,7 @@ def compile_aggregate(
         return Aggregate("count", label, [_block(label, condition.true * present, layout, table.domain)])
     value = compiler.value(arg)
     if value.value is None:
-        raise CatalogError(f"{agg.key.upper()}({arg.sql()}) needs a numeric column or expression")
+        raise CatalogError(_not_numeric(arg, compiler, f"{agg.key.upper()}({arg.sql()})"))
     if isinstance(agg, exp.Sum):
         return Aggregate("sum", label, [_block(label, condition.true * value.value, layout, table.domain)])
     center = _middle_of_range(value, table.domain)
@@ -245,7 +245,7 @@ def _compile_moment(agg: exp.Expression, node: exp.Expression, compiler: Express
         raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
     value = compiler.value(arg)
     if value.value is None:
-        raise CatalogError(f"{node.sql()!r} needs a numeric column or expression")
+        raise CatalogError(_not_numeric(arg, compiler, repr(node.sql())))
     center = _middle_of_range(value, table.domain)
     centered = _collapsed(value.value - value.present.scale(center) if center else value.value, table.domain)
     label = f"{prefix}{node.sql()}"
@@ -339,3 +339,11 @@ def _block(name: str, predicate: Predicate, layout: tuple[tuple[str, ...], dict[
     scale = block.sensitivity(domain, 2)
     block.weight = 1.0 / scale**2 if scale > 0 else 1.0
     return block
+
+
+def _not_numeric(arg: exp.Expression, compiler: ExpressionCompiler, what: str) -> str:
+    """Why an aggregate of `arg` has no numbers to add: a presence column says so, anything else is not numeric."""
+    column = compiler.resolve(arg) if isinstance(arg, exp.Column) else None
+    if isinstance(column, Column) and column.kind == PRESENCE:
+        return column.presence_only("summed")
+    return f"{what} needs a numeric column or expression"

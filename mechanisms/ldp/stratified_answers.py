@@ -64,8 +64,8 @@ class Strata:
         return out
 
     def coverage(self) -> np.ndarray:
-        """`SIGN`: per coordinate with reports, S_g/o_g when o_g of its group's S_g coefficients have reports (1 when all
-        have; 0 when fewer than two of an incomplete group have); 0 without reports."""
+        """`SIGN`: per coordinate with reports, S_g/o_g when o_g of its group's S_g coefficients have reports
+        (1 when all have; 0 when fewer than two of an incomplete group have); 0 without reports."""
         seen = self.drawn > 0
         group = np.zeros(len(seen), dtype=np.int64) if self.group is None else np.asarray(self.group)
         size, observed = np.bincount(group), np.bincount(group, weights=seen)
@@ -148,7 +148,8 @@ def sign_covariance(strata: Strata, a: np.ndarray, b: np.ndarray, w: np.ndarray,
     sa, sb = (a * m) @ member, (b * m) @ member
     cross = sa * sb - (a * b * m ** 2) @ member
     o, empty = np.maximum(observed, 2), size - observed
-    sampled = np.where((observed >= 2) & (empty > 0), size * empty / o * ((1 - 1 / o) * squares - cross / o) / (o - 1), 0.0)
+    spread = ((1 - 1 / o) * squares - cross / o) / (o - 1)  # the sample covariance of a_k F_k and b_k F_k
+    sampled = np.where((observed >= 2) & (empty > 0), size * empty / o * spread, 0.0)
     lost = ~np.isin(group, np.flatnonzero((observed >= 2) | (observed == size)))
     out = out + sampled.sum(axis=-1) + (np.abs(a) @ lost) * (np.abs(b) @ lost)
     if n < 2:  # one report: its population covariance is 0
