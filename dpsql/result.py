@@ -120,8 +120,7 @@ def quantile_answer(agg: Aggregate, model: AnsweringModel, domain) -> tuple[np.n
     from the exact variances of P̂(j) − q·N̂) mapped to values, over 1.96 (the larger side over-covered:
     87% at 68% against 71%, `benchmarks.calibration_bars`). NaN where a group's count is below 1."""
     block, column = agg.blocks[0], agg.column
-    prefix, _ = model.answer(block)
-    _, difference_variance = model.answer(difference_block(block, column.name, agg.quantile))
+    prefix, prefix_variance = model.answer(block)
     axes = [a for a in domain.attributes if a in block.group_by or a in block.mapped_rows]
     shape = [block.mapped_rows.get(a) or domain.size_of(a) for a in axes]
     position = axes.index(column.name)
@@ -129,7 +128,13 @@ def quantile_answer(agg: Aggregate, model: AnsweringModel, domain) -> tuple[np.n
     def by_group(values):
         return np.moveaxis(np.asarray(values, dtype=float).reshape(shape), position, -1).reshape(-1, shape[position])
 
-    found = quantile_bins(by_group(prefix), by_group(difference_variance), agg.quantile, _Z95)
+    difference = difference_block(block, column.name, agg.quantile)
+    if model.covers(difference):
+        difference_variance = by_group(model.answer(difference)[1])
+    else:  # measured row by row (per-query): no covariances, so Var(P̂ − qN̂) ≤ (σ_P + q·σ_N)²
+        deviation = np.sqrt(np.maximum(by_group(prefix_variance), 0.0))
+        difference_variance = (deviation + agg.quantile * deviation[:, -1:]) ** 2
+    found = quantile_bins(by_group(prefix), difference_variance, agg.quantile, _Z95)
     bins = np.maximum(found.bin, 0)
     if column.kind == NUMERIC:
         edges = np.asarray([float(e) for e in column.edges()])

@@ -295,8 +295,10 @@ def test_a_served_analyst_without_a_password_is_refused_at_load(tmp_path):
     from dpsql.errors import ProfileError
     from dpsql.profile import Profile
 
+    from dpsql.server.auth import scram_verifier
+
     spec = {"data": {"database": "d.duckdb", "catalog": "c.toml"}, "server": {"listen": "127.0.0.1:0"},
-            "analysts": {"alice": {"password": "SCRAM-SHA-256$4096:x$y:z"}, "carol": {"epsilon": 1}}}
+            "analysts": {"alice": {"password": scram_verifier("alice-pw")}, "carol": {"epsilon": 1}}}
     with pytest.raises(ProfileError, match=r"\[analysts.carol\] has no password.*dpsql passwd carol"):
         Profile.from_dict(spec, tmp_path / "p.toml")
     del spec["server"]  # not served: an analyst of shells needs no password
