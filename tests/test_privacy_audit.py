@@ -193,8 +193,9 @@ def _memoized_planning(monkeypatch):
 
 
 def dbapi_workload(rho, trials, weaken=1.0):
-    """COUNT(*) WHERE b >= 1 from a three-query workload run through `dpsql.connect`, one fresh ledger per run;
-    the neighbour's DuckDB table holds one more row (a = 0, b = 2). `weaken` > 1 spends weaken² ρ.
+    """COUNT(*) WHERE b >= 1 (the last query) from the LSQ_QUERIES workload run through `dpsql.connect`, one
+    fresh ledger per run; the neighbour's DuckDB table holds one more row (a = 0, b = 2). `weaken` > 1 spends
+    weaken² ρ.
     Returns the runner and the charges seen."""
     catalog = Catalog.from_dict(LSQ_CATALOG)
     spend = rho * weaken**2
@@ -208,7 +209,7 @@ def dbapi_workload(rho, trials, weaken=1.0):
         out = np.empty(trials)
         for i in range(trials):
             with dpsql.connect(con=con, catalog=catalog, rho=spend, seed=seed * trials + i) as conn:
-                out[i] = conn.workload(LSQ_QUERIES, rho=spend)[2].rows[0][0]
+                out[i] = conn.workload(LSQ_QUERIES, rho=spend)[-1].rows[0][0]  # COUNT(*) WHERE b >= 1
                 charged.add(conn.budget.spent.rho)
         con.close()
         return out
