@@ -16,11 +16,12 @@ the private data. The column types:
 - ``key``: a string or integer key whose values nobody declared (zip codes, product
   ids, URLs). Until keys are released it can only be grouped by, and then only for
   COUNT(*): DP partition selection releases the keys whose noisy count clears a
-  threshold (`dpsql.executor`). The released key set is recorded in the ledger and
-  from then on is the column's public domain (`Catalog.with_keys`): one bin per
+  threshold (`dpsql.key_releases`). The released keys are recorded in the ledger and
+  from then on are the column's public domain (`Catalog.with_keys`): one bin per
   released key, and one for every other key (shown as NULL where it is grouped).
-  Its declaration, and so the table's signature, does not name the keys: one
-  ledger releases one key set per column, so measurements stay valid.
+  Later releases over rows not counted yet append keys; its declaration, and so the
+  table's signature, does not name the keys (measurements taken over fewer keys
+  are read over more: `dpsql.key_releases.over_current`).
 
 - ``presence``: a column declared for its NULL-ness only, without values (usually with
   ``nullable = true``): it can be counted (``COUNT(col)``) and tested with ``IS [NOT] NULL``,
@@ -272,6 +273,10 @@ class Table:
         table = replace(self, columns=columns)
         table._unit = self._unit
         return table
+
+    def key_counts(self) -> tuple[tuple[str, int], ...]:
+        """(column, keys released) of each key column: the key domain this table's measurements are over."""
+        return tuple((n, len(c.values) if c.released else 0) for n, c in self.columns.items() if c.kind == KEY)
 
     def stand_in_columns(self) -> list[tuple[str, str, bool]]:
         """(name, SQL type, nullable) of the columns clients are shown: the declared ones (an edge

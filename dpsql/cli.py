@@ -51,7 +51,7 @@ def _explain(args: argparse.Namespace) -> int:
         if args.pareto:
             from dpsql.formatting import render
 
-            front = conn.session.pareto([args.sql], conn.session._sizing(), chart=args.chart)
+            front = conn.session.pareto([args.sql], conn.session.sizing(), chart=args.chart)
             print(render(front, "table"))
             print("\n".join(front.notes))
             return 0

@@ -55,7 +55,8 @@ from dpsql.backends.scan_speed import duckdb_scan_speed
 from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog, Table
 from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError, ProgrammingError
-from dpsql.ledger import KEYS, MODEL, Entry, Ledger, Record, model_record
+from dpsql.key_releases import over_current
+from dpsql.ledger import KEYS, MODEL, Entry, Ledger, Record, model_record, released_keys
 from dpsql.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
@@ -144,10 +145,11 @@ class Executor:
         key = table.name.lower()
         version = self.ledger.version()
         if key not in self.models or self._versions.get(key) != version:
-            stored = self.ledger.measurements(table.name, table.signature())
-            # A key column's measurements need its released keys: skip them if `table` predates the release.
-            known = set(table.domain.attributes)
-            self.models[key] = LeastSquaresModel(table.domain, [m for m in stored if known.issuperset(m.clique)])
+            stored = self.ledger.stored_measurements(table.name, table.signature())
+            # Over key columns, as the keys released since read them (`dpsql.key_releases`).
+            current = [over_current(m, table, then) for m, then in stored] if table.key_counts() else \
+                [m for m, _ in stored]
+            self.models[key] = LeastSquaresModel(table.domain, [m for m in current if m is not None])
             self._versions[key] = self.ledger.written_version
         return self.models[key]
 
@@ -417,7 +419,8 @@ class Executor:
         (RAP's relaxed data) is kept with it, so it answers free in any session."""
         r = release
         record, model = model_record(r.estimator.spec()) if isinstance(r.estimator, RelaxedData) else (r.record, None)
-        return Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements, r.detail, record, model)
+        return Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements, r.detail, record, model,
+                     r.table.key_counts())
 
     def check_affordable(self, cost: float, max_rmse: float | None = None) -> None:
         """Refuse (BudgetExceededError) a cost that does not fit in what remains."""
@@ -477,35 +480,45 @@ class Executor:
         k = selection.table.contribution
         return gaussian_selection(share, delta, max_keys=k, max_per_key=k, max_rows=k)
 
-    def release_keys(self, selection: KeySelection, share: float, delta: float, statement: str,
-                     over_keys: Callable[[tuple[str, ...]], CompiledQuery]) -> tuple[str, ...]:
-        """Release the keys of an unreleased key column by partition selection and charge them (ρ = `share`,
-        δ_τ = `delta`) with their noisy counts, as a measurement of the query's COUNT block compiled over them
-        (`over_keys`); returns the keys (sorted: a public order). No key clearing τ is a charged release of none."""
+    def release_keys(self, selection: KeySelection, table: Table, share: float, delta: float, statement: str,
+                     over_keys: Callable[[tuple[str, ...]], CompiledQuery], rows: str) -> tuple[str, ...]:
+        """Release keys of a key column by partition selection and charge them (ρ = `share`, δ_τ = `delta`)
+        with their noisy counts, as a measurement of the query's COUNT block compiled over the column's keys
+        (`over_keys`). `table` is the table as known now: keys it has released are not selected again but
+        counted in the same release, and the keys found are appended to them. `rows` names the rows the
+        release counts (`dpsql.key_releases.rows_counted`). Returns the new keys (sorted: a public order);
+        finding none is a charged release all the same."""
         calibrated = self.selection(selection, share, delta)
         self.ledger.check_delta(share, delta)
-        table, column = selection.table, selection.column
+        column = selection.column
+        known = np.asarray(table.column(column).values if table.column(column).released else (), dtype=str)
         detail = f"partition selection of {column} (τ = {calibrated.threshold})"
 
         def draw() -> Release:
-            keys, cells, counts = self.backend.key_counts(table, column, selection.clique, self.bounding_key(table))
+            keys, cells, counts = self.backend.key_counts(selection.table, column, selection.clique,
+                                                          self.bounding_key(table))
             kept = selection.passes(cells) & (counts > 0)
             distinct, which = np.unique(keys[kept].astype(str), return_inverse=True)
             per_key = np.bincount(which, weights=counts[kept], minlength=len(distinct)).astype(np.int64)
-            chosen, noisy = select_partitions(per_key, calibrated.threshold, calibrated.noise, self.rng)
-            released = tuple(str(k) for k in distinct[chosen])
+            new = ~np.isin(distinct, known)
+            chosen, noisy = select_partitions(per_key[new], calibrated.threshold, calibrated.noise, self.rng)
+            released = tuple(str(k) for k in distinct[new][chosen])
             measured = []
-            if released:
-                query = over_keys(released)
+            if known.size or released:  # the known keys' counts, noisy as the selection's: public keys, no τ
+                position = {k: i for i, k in enumerate(known.tolist())}
+                old = np.zeros(known.size, dtype=np.int64)
+                old[[position[k] for k in distinct[~new].tolist()]] = per_key[~new]
+                query = over_keys((*known.tolist(), *released))
                 count = query.aggregates[0].blocks[0]
                 clique = count.attributes(query.table.domain)
+                values = np.concatenate([old + calibrated.noise.sample(known.size, self.rng), noisy])
                 measured = [Measurement(clique, GAUSSIAN, share, calibrated.noise.variance,
-                                        np.asarray(noisy, dtype=float), None, count.matrix(query.table.domain, clique))]
+                                        np.asarray(values, dtype=float), None, count.matrix(query.table.domain, clique))]
             return Release(table, share, statement, measured, None, detail,
-                           Record(KEYS, column, list(released), calibrated.delta))
+                           Record(KEYS, column, {"keys": list(released), "rows": rows}, calibrated.delta))
 
         [release] = self.charged([Pending(table, share, statement, detail, draw)])
-        return tuple(release.record.payload)
+        return tuple(released_keys(release.record.payload))
 
     # --- a release outside the planner --------------------------------------------------
     def dropped_rows(self, table: str, share: float, cap: int | None = None) -> Result:

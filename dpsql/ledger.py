@@ -19,8 +19,11 @@ chain with it: a key set (DP partition selection of a key column: the keys and �
 chance its threshold allows that one unit's rare keys show), a continual query's definition,
 one emit of it (its noisy values), or a released model too large to read on every change (RAP's
 relaxed data, megabytes): its record holds the model's SHA-256 and the model itself lies in a
-table of its own, read only when a table's models are (`models`). Records are unique by (kind, table, name): a column's
-keys are released once and then are its public domain. The δs of key releases add up
+table of its own, read only when a table's models are (`models`). Records are unique by (kind, table, name), except
+key sets: a key column's domain is every key its releases found, in release order (`key_sets`; how it grows:
+`dpsql.key_releases`), and a charge computed over a key domain that another connection has grown meanwhile is
+refused (`Entry.key_counts`), so each stored measurement was taken over the keys released before it. The δs of
+key releases add up
 (approximate zCDP composes by adding ρ and δ), so a zCDP ledger's capacity is the ρ whose ε
 at the remaining δ is the declared ε: ρ(ε(total, δ), δ − Σδ_τ) (`capacity`).
 """
@@ -86,6 +89,12 @@ class Charge:
 KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds of records
 
 
+def released_keys(payload: Any) -> list[str]:
+    """The keys a KEYS record released: its payload is the list itself (releases before domains grew) or
+    {"keys": [...], "rows": ..., "where": ...} (`dpsql.key_releases.payload`)."""
+    return list(payload["keys"]) if isinstance(payload, dict) else list(payload)
+
+
 @dataclass(frozen=True)
 class Record:
     """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT, MODEL), the `name` it is known by
@@ -118,6 +127,7 @@ class Entry:
     detail: str | None = None
     record: Record | None = None
     model: str | None = None  # a released model's JSON (`model_record` makes its record)
+    key_counts: tuple[tuple[str, int], ...] = ()  # the table's key columns' released keys it was computed over
 
 
 def model_record(spec: dict) -> tuple[Record, str]:
@@ -322,9 +332,12 @@ class Ledger:
         return float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_records").fetchone()[0])
 
     def key_sets(self) -> dict[tuple[str, str], tuple[str, ...]]:
-        """Every released key set: {(table, column): keys}. A release that found no key leaves the column
-        unreleased (a later release may find keys)."""
-        return {(table, name): tuple(payload) for table, name, payload in self.records(KEYS) if payload}
+        """Every released key set: {(table, column): keys}, the keys of all the column's releases in release
+        order. Releases that found no key leave an unreleased column unreleased (a later release may find keys)."""
+        out: dict[tuple[str, str], tuple[str, ...]] = {}
+        for table, name, payload in self.records(KEYS):
+            out[(table, name)] = out.get((table, name), ()) + tuple(released_keys(payload))
+        return {k: keys for k, keys in out.items() if keys}
 
     def records(self, kind: str, table: str | None = None, prefix: str = "") -> list[tuple[str, str, Any]]:
         """(table, name, payload) of the records of one kind (of one table, names starting with `prefix`),
@@ -401,15 +414,22 @@ class Ledger:
         return done
 
     def _status_after(self, con, entries: list["Entry"]) -> tuple[float, float, float]:
-        """The status as if the entries' records were kept (their δ lowers the capacity); a record that
-        exists already (another connection released it meanwhile) is refused, except a key release that
-        found no key (it fixed nothing: the column may be released again)."""
+        """The status as if the entries' records were kept (their δ lowers the capacity). A record that
+        exists already (another connection released it meanwhile) is refused, and so is an entry computed
+        over key domains that another connection has grown meanwhile (a key release included)."""
         for e in entries:
-            if e.record is not None and e.table is not None and self._has(con, "dpsql_records") and con.execute(
-                    "SELECT 1 FROM dpsql_records WHERE kind = ? AND lower(table_name) = lower(?) AND name = ? "
-                    "AND NOT (kind = ? AND payload = '[]')", [e.record.kind, e.table, e.record.name, KEYS]).fetchone():
+            if e.record is not None and e.record.kind != KEYS and e.table is not None and self._has(
+                    con, "dpsql_records") and con.execute(
+                    "SELECT 1 FROM dpsql_records WHERE kind = ? AND lower(table_name) = lower(?) AND name = ?",
+                    [e.record.kind, e.table, e.record.name]).fetchone():
                 raise OperationalError(f"{e.table}'s {e.record.kind} {e.record.name!r} was released meanwhile (by "
                                        "another connection); nothing was charged: ask again to use it")
+            if e.key_counts and e.table is not None:
+                now = self._key_counts(con, e.table)
+                grown = [c for c, n in e.key_counts if now.get(c, 0) != n]
+                if grown:
+                    raise OperationalError(f"keys of {e.table}.{grown[0]} were released meanwhile (by another "
+                                           "connection); nothing was charged: ask again")
         delta = sum(e.record.delta for e in entries if e.record is not None)
         if not delta:
             return self._status(con)
@@ -418,6 +438,16 @@ class Ledger:
             return capacity, spent, max(capacity - spent, 0.0)
         mine = self._spent(con, self.who, delta)
         return self.limit, mine, max(min(self.limit - mine, capacity - spent), 0.0)
+
+    def _key_counts(self, con, table: str) -> dict[str, int]:
+        """{column: keys released} of a table's key columns, as the state holds them now."""
+        if not self._has(con, "dpsql_records"):
+            return {}
+        counts: dict[str, int] = {}
+        for name, payload in con.execute("SELECT name, payload FROM dpsql_records WHERE kind = ? AND "
+                                         "lower(table_name) = lower(?)", [KEYS, table]).fetchall():
+            counts[name] = counts.get(name, 0) + len(released_keys(json.loads(payload)))
+        return counts
 
     def check_delta(self, cost: float, delta: float) -> None:
         """Raise BudgetExceededError if `cost` does not fit in what remains once `delta` more is spent."""
@@ -470,19 +500,31 @@ class Ledger:
 
     def measurements(self, table: str, signature: str) -> list[Measurement]:
         """Measurements stored for a table under the same catalog declaration."""
+        return [m for m, _ in self.stored_measurements(table, signature)]
+
+    def stored_measurements(self, table: str, signature: str) -> list[tuple[Measurement, dict[str, int]]]:
+        """Measurements stored for a table under the same catalog declaration, each with the number of keys
+        its key columns had released when it was taken ({column: keys}: the releases charged up to it)."""
         with self._open() as con:
             rows = con.execute(
-                "SELECT clique, query_key, strategy, noise, cost, variance, vals FROM dpsql_measurements "
+                "SELECT seq, clique, query_key, strategy, noise, cost, variance, vals FROM dpsql_measurements "
                 "WHERE table_name = ? AND signature = ? ORDER BY seq, position",
                 [table, signature],
             ).fetchall()
-        return [
-            Measurement(
-                tuple(json.loads(c)), noise, cost, var, np.asarray(vals, dtype=float), key,
-                None if strategy is None else from_spec(json.loads(strategy)),
-            )
-            for c, key, strategy, noise, cost, var, vals in rows
-        ]
+            releases = con.execute(
+                "SELECT seq, name, payload FROM dpsql_records WHERE kind = ? AND lower(table_name) = lower(?) "
+                "ORDER BY seq", [KEYS, table]).fetchall() if rows and self._has(con, "dpsql_records") else []
+        out, counts, pending = [], {}, iter(releases)
+        upcoming = next(pending, None)
+        for seq, c, key, strategy, noise, cost, var, vals in rows:
+            while upcoming is not None and upcoming[0] <= seq:
+                _, name, payload = upcoming
+                counts = {**counts, name: counts.get(name, 0) + len(released_keys(json.loads(payload)))}
+                upcoming = next(pending, None)
+            m = Measurement(tuple(json.loads(c)), noise, cost, var, np.asarray(vals, dtype=float), key,
+                            None if strategy is None else from_spec(json.loads(strategy)))
+            out.append((m, counts))
+        return out
 
     def models(self, table: str, signature: str) -> list[dict]:
         """The models released for a table under the same catalog declaration, in charge order, each

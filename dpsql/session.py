@@ -23,6 +23,7 @@ from dpsql.columns import KEY
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.continual import ContinualQueries
 from dpsql.executor import Executor, local_plan
+from dpsql.key_releases import KeyReleases
 from dpsql.ledger import Ledger
 from dpsql.post_processing import CompositeQuery, answers, compile_composite, dry_run, parts_of
 from dpsql.result import Result, assemble
@@ -47,7 +48,6 @@ from dpsql.sql.statements import (
 )
 from dpsql.workspace import Workspace
 from mechanisms.accounting import Amount
-from mechanisms.partition_selection import count_released_with
 from mechanisms.noise import RandomSource
 from mechanisms.workload import Workload
 from planner.chart import draw_chart, draw_front, error_curves
@@ -133,6 +133,7 @@ class Session:
         self.dialect = dialect
         self.executor = Executor(catalog, ledger, backend, self.budget_unit, RandomSource(seed))
         self.continual = ContinualQueries(self.executor, dialect)
+        self.keys = KeyReleases(self)
         self.query_share = self.budget_unit.share(query_epsilon, query_rho, default_epsilon=DEFAULT_QUERY_EPSILON)
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
@@ -263,13 +264,13 @@ class Session:
                   "estimator": self.executor.estimator}
         return Result([f"dpsql.{name}"], [(values[name],)], kind="status")
 
-    def _sizing(self) -> Sizing:
+    def sizing(self) -> Sizing:
         """How a statement's new measurements are sized: the query share, or an accuracy target."""
         sizing = Sizing(self.query_share, self.objective)
         return sizing.with_accuracy(self.max_rmse) if self.max_rmse is not None else sizing
 
     def _workload_sizing(self, begin: BeginWorkload) -> Sizing:
-        sizing = self._sizing()
+        sizing = self.sizing()
         if begin.epsilon or begin.rho:
             sizing = sizing.with_budget(self.budget_unit.share(begin.epsilon, begin.rho, delta=begin.delta))
         if begin.max_rmse is not None:
@@ -323,9 +324,9 @@ class Session:
                     self.workspace.check(sql)
                 elif queued is not None and isinstance(st, Sql):
                     queued += 1
-                    self._compile(sql, label=f"q{queued}", weight=weight)
+                    self.compile(sql, label=f"q{queued}", weight=weight)
                 else:
-                    self._compile(sql, weight=weight)
+                    self.compile(sql, weight=weight)
 
     def queries_of(self, script: str, skip_errors: bool = False) -> list[CompiledQuery]:
         """The DP queries of a script (plain and in workloads, EXPLAIN's included), compiled; nothing runs.
@@ -337,7 +338,7 @@ class Session:
                 if isinstance(st, (Explain, Sql)):
                     sql, weight = take_weight(st.sql)
                     if self.protected.reference(sql) is not None:
-                        out += parts_of([self._compile(sql, weight=weight)])
+                        out += parts_of([self.compile(sql, weight=weight)])
             except Error:
                 if not skip_errors:
                     raise
@@ -371,7 +372,7 @@ class Session:
             self._pending.append(st.sql)
             return []
         if isinstance(st, Explain):
-            return [self.pareto([st.sql], self._sizing()) if st.pareto else self.explain(st.sql)]
+            return [self.pareto([st.sql], self.sizing()) if st.pareto else self.explain(st.sql)]
         return [self.query(st.sql, params)]
 
     def _continual(self, st: CreateContinual | Emit | ShowContinual) -> Result:
@@ -392,43 +393,14 @@ class Session:
         sql, weight = take_weight(sql)
         if self.protected.reference(sql) is None:
             return self.workspace.run(sql, params)
-        compiled = self._compile(sql, params, weight=weight)
-        if compiled.selection is not None:
-            return self._release_keys(compiled, sql, params, weight)
-        results = self.executor.execute(parts_of([compiled]), sql, self._sizing())
+        compiled = self.compile(sql, params, weight=weight)
+        selection = self.keys.needed(compiled, sql, params, weight)
+        if selection is not None:
+            return self.keys.release(selection, sql, params, weight)
+        results = self.executor.execute(parts_of([compiled]), sql, self.sizing())
         return self.executor.answered(lambda: answers([compiled], results))[0]
 
-    def _release_keys(self, compiled: CompiledQuery, sql: str, params, weight: float) -> Result:
-        """A query grouped by a key column whose keys are not released: release them by partition selection
-        (the query share, and `key_delta` of δ), charged, then answer the query over them (free). No key
-        clearing τ answers with no rows (charged all the same)."""
-        if self.max_rmse is not None:
-            raise NotSupportedError("releasing keys is sized by a budget, not by max_rmse: SET dpsql.max_rmse = 0 "
-                                    "first (the counts' error is then shown)")
-        selection = compiled.selection
-        table, column = selection.table.name, selection.column
-
-        def over(keys: tuple[str, ...]) -> CompiledQuery:
-            return self._compile(sql, params, weight=weight, catalog=self.catalog.with_keys({(table, column): keys}))
-
-        keys = self.executor.release_keys(selection, self.query_share, self.key_delta, sql, over)
-        if keys:
-            result = self.executor.execute([self._compile(sql, params, weight=weight)], sql, self._sizing())[0]
-        else:  # nothing to measure: the query's shape over no keys (no rows)
-            shape = over(())
-            result = assemble(shape, shape.zero_answers())
-        result.charged = self.query_share
-        result.charge_text = self.executor.charge_text(self.query_share)
-        tau = self.executor.selection(selection, self.query_share, self.key_delta).threshold
-        released = (f"{len(keys)} keys of {column} released" if keys else
-                    f"no key of {column} cleared the threshold, so none was released (the column stays unreleased)")
-        result.notes = [*result.notes, (
-            f"{released} by partition selection (noisy count above τ = {tau}; δ = {self.key_delta:g} spent)"
-            + (": later queries see these keys as the column's domain; counts near τ are biased upward (only "
-               "those that cleared it are shown)" if keys else ""))]
-        return result
-
-    def _compile(self, sql: str, params=None, label: str = "", weight: float = 1.0,
+    def compile(self, sql: str, params=None, label: str = "", weight: float = 1.0,
                  catalog: Catalog | None = None) -> CompiledQuery | CompositeQuery:
         """A statement that names a protected table, compiled as a DP query (or refused), its blocks'
         weights multiplied by `weight`; the outer template is then evaluated once on zeros, so errors
@@ -446,7 +418,7 @@ class Session:
         tree = flatten(_substitute(parse_statement(sql, self.dialect, tokens), params), self.protected.names,
                        lambda query: public.append(query) or self.workspace.run(query).rows)
         if isinstance(tree, Composite):  # DP parts and what is done with their answers (`dpsql.post_processing`)
-            composite = compile_composite(tree, sql, label, lambda part, name: self._compile(
+            composite = compile_composite(tree, sql, label, lambda part, name: self.compile(
                 part, label=name, weight=weight, catalog=catalog), self.workspace)
             if cached:
                 self._compiled[key] = composite
@@ -492,7 +464,7 @@ class Session:
                 weight *= checked("weight", weights[i - 1], f"the weight of query {i}")
             if self.protected.reference(sql) is None:
                 raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
-            compiled.append(self._compile(sql, label=f"q{i}", weight=weight))
+            compiled.append(self.compile(sql, label=f"q{i}", weight=weight))
             selection = compiled[-1].selection
             if selection is not None:
                 why = selection.table.column(selection.column).not_released()
@@ -540,7 +512,7 @@ class Session:
             sql = without_parameters(tree, self.dialect) if tree.find(exp.Placeholder) else sql
             if sql is None:
                 return None
-        compiled = self._compile(sql, params, weight=weight)
+        compiled = self.compile(sql, params, weight=weight)
         if isinstance(compiled, CompositeQuery):
             shape = dry_run(compiled.outer, compiled.parts)
             shape.rows, shape.stderr = [], []
@@ -548,7 +520,7 @@ class Session:
         if compiled.selection is not None:  # the columns it will have once the keys are released
             selection = compiled.selection
             over = self.catalog.with_keys({(selection.table.name, selection.column): ()})
-            compiled = self._compile(sql, params, weight=weight, catalog=over)
+            compiled = self.compile(sql, params, weight=weight, catalog=over)
         shape = assemble(compiled, compiled.zero_answers())
         shape.rows, shape.stderr = [], []
         return shape.with_stderr_columns() if self.stderr_columns else shape
@@ -558,37 +530,16 @@ class Session:
         sql, weight = take_weight(sql)
         if self.protected.reference(sql) is None:
             return self.workspace.run(sql, explain=True)
-        compiled = self._compile(sql, weight=weight)
-        if compiled.selection is not None:
-            return self._explain_key_release(compiled.selection)
+        compiled = self.compile(sql, weight=weight)
+        selection = self.keys.needed(compiled, sql, None, weight)
+        if selection is not None:
+            return self.keys.explain(selection)
         if isinstance(compiled, CompositeQuery):
-            return self._explain_result(self.executor.plan(compiled.parts, self._sizing(), timed=True))
+            return self._explain_result(self.executor.plan(compiled.parts, self.sizing(), timed=True))
         if compiled.table.is_local and compiled.table.opt_in is None:  # a hybrid table: its opt-in part's plan
             text = local_plan(compiled.table)
             return Result(["plan"], [(text,)], kind="explain", plan=text)
-        return self._explain_result(self.executor.plan([compiled], self._sizing(), timed=True))
-
-    def _explain_key_release(self, selection) -> Result:
-        """EXPLAIN of a query that must release keys first: the partition selection, its threshold and cost."""
-        chosen = self.executor.selection(selection, self.query_share, self.key_delta)
-        sigma = float(chosen.noise.variance) ** 0.5
-        at = [count_released_with(p, chosen.threshold, chosen.noise) for p in (0.05, 0.5, 0.95)]
-        k = selection.table.contribution
-        lines = [
-            f"[{selection.table.name}] Key release: partition selection of {selection.column} (its keys are not "
-            "declared)",
-            f"  each key's count (at most {k} row(s) per privacy unit, over any keys) gets discrete Gaussian noise of "
-            f"std {sigma:.4g}; keys whose noisy count exceeds τ = {chosen.threshold} are released",
-            f"  a key with true count {at[0]} / {at[1]} / {at[2]} is released with probability 5% / 50% / 95%; a key "
-            f"only one unit holds, with probability at most δ = {self.key_delta:g}",
-            "  the released keys become the column's domain, and their noisy counts answer this query (free when "
-            "asked again)",
-        ]
-        remaining = self.ledger.remaining()
-        verdict = "fits in" if self.query_share <= remaining * (1 + 1e-9) else "EXCEEDS"
-        lines.append(f"Total cost {self.amount(self.query_share)} and δ = {self.key_delta:g} for the key release; "
-                     f"{verdict} the remaining budget {self.amount(remaining)}")
-        return Result(["plan"], [(line,) for line in lines], kind="explain", plan="\n".join(lines))
+        return self._explain_result(self.executor.plan([compiled], self.sizing(), timed=True))
 
     def pareto(self, queries: list[str], sizing: Sizing, weights: Sequence[float] | None = None,
                chart: str | None = None) -> Result:
@@ -599,7 +550,7 @@ class Session:
         for i, text in enumerate(queries, start=1):
             sql, weight = take_weight(text)
             weight *= 1.0 if weights is None else checked("weight", weights[i - 1], f"the weight of query {i}")
-            compiled += parts_of([self._compile(sql, label=f"q{i}" if len(queries) > 1 else "", weight=weight)])
+            compiled += parts_of([self.compile(sql, label=f"q{i}" if len(queries) > 1 else "", weight=weight)])
             if compiled[-1].selection is not None or compiled[-1].table.is_local:
                 raise NotSupportedError("EXPLAIN PARETO plans measurements: not a key release or local-DP reports")
         rows, notes = [], []
@@ -620,11 +571,11 @@ class Session:
     def chart(self, script: str, path: str) -> str:
         """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""
         statements = [classify(t) for t in split_statements(script)]
-        sizing = self._sizing()
+        sizing = self.sizing()
         if statements and isinstance(statements[0], BeginWorkload):
             sizing = self._workload_sizing(statements[0])
         queries = [take_weight(st.sql) for st in statements if not isinstance(st, (BeginWorkload, EndWorkload))]
-        compiled = parts_of([self._compile(sql, label=f"q{i}", weight=w)
+        compiled = parts_of([self.compile(sql, label=f"q{i}", weight=w)
                              for i, (sql, w) in enumerate(queries, start=1)])
         plans = self.executor.plan(compiled, sizing)
         pending = self.executor.uncovered(compiled, sizing.measure_unmeasured)

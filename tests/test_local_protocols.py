@@ -191,7 +191,7 @@ def test_hybrid_table_blends_the_charged_opt_in_group_with_the_reports():
     # the blend against each group alone, on the same blocks
     executor = conn.session.executor
     table = conn.session.catalog.get("survey")
-    query = conn.session._compile("SELECT a, COUNT(*) FROM survey GROUP BY a")
+    query = conn.session.compile("SELECT a, COUNT(*) FROM survey GROUP BY a")
     central = executor.answering(conn.session.catalog.opt_in(table))
     from mechanisms.ldp.hybrid_answers import HybridAnswers
     model = HybridAnswers(table.domain, central, executor.local_answers(table), 400)
