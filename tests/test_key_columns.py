@@ -42,6 +42,11 @@ def database(tmp_path_factory):
     for url in RARE:
         rows.append((user, url, 3))
         user += 1
+    return write_visits(path, rows)
+
+
+def write_visits(path: str, rows: list[tuple[int, str, int]]) -> str:
+    """A DuckDB file holding `visits (user_id, url, age)` with these rows."""
     con = duckdb.connect(path)
     con.execute("CREATE TABLE visits (user_id INTEGER, url VARCHAR, age INTEGER)")
     con.executemany("INSERT INTO visits VALUES (?, ?, ?)", rows)

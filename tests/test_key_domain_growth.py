@@ -6,7 +6,6 @@ the young visitors) hid every key frequent only elsewhere from every later query
 
 import math
 
-import duckdb
 import numpy as np
 import pytest
 
@@ -18,6 +17,7 @@ from dpsql.ledger import KEYS, Entry, Ledger, Record
 from mechanisms.coarsening import key_growth
 from mechanisms.matrices import Identity
 from mechanisms.measurement import GAUSSIAN, Measurement
+from tests.test_key_columns import _rows, write_visits
 
 CATALOG = """
 [tables.visits]
@@ -43,21 +43,12 @@ def database(tmp_path_factory):
         for i in range(n):
             rows.append((user, url, 5 + i % 5))
             user += 1
-    con = duckdb.connect(path)
-    con.execute("CREATE TABLE visits (user_id INTEGER, url VARCHAR, age INTEGER)")
-    con.executemany("INSERT INTO visits VALUES (?, ?, ?)", rows)
-    con.close()
-    return path
+    return write_visits(path, rows)
 
 
 def _connect(database, tmp_path, **kwargs):
     options = {"epsilon": 4.0, "delta": 1e-6, "query_epsilon": 0.5, "seed": 11, **kwargs}
     return dpsql.connect(database, catalog=CATALOG, state=str(tmp_path / "ledger.duckdb"), **options)
-
-
-def _rows(cur, sql):
-    cur.execute(sql)
-    return cur.fetchall()
 
 
 def test_a_filtered_release_does_not_freeze_the_column_for_later_releases(database, tmp_path):
