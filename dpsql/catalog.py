@@ -16,12 +16,12 @@ the private data. The column types:
 - ``key``: a string or integer key whose values nobody declared (zip codes, product
   ids, URLs). Until keys are released it can only be grouped by, and then only for
   COUNT(*): DP partition selection releases the keys whose noisy count clears a
-  threshold (`dpsql.key_releases`). The released keys are recorded in the ledger and
+  threshold (`dpsql.key_domains`). The released keys are recorded in the ledger and
   from then on are the column's public domain (`Catalog.with_keys`): one bin per
   released key, and one for every other key (shown as NULL where it is grouped).
   Later releases over rows not counted yet append keys; its declaration, and so the
   table's signature, does not name the keys (measurements taken over fewer keys
-  are read over more: `dpsql.key_releases.over_current`).
+  are read over more: `dpsql.key_domains.over_current`).
 
 - ``presence``: a column declared for its NULL-ness only, without values (usually with
   ``nullable = true``): it can be counted (``COUNT(col)``) and tested with ``IS [NOT] NULL``,

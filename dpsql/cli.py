@@ -46,12 +46,13 @@ def _shell(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     import dpsql
+    from dpsql.handlers import explain
 
     with dpsql.connect(args.database, catalog=args.catalog, state=":memory:", epsilon=args.epsilon) as conn:
         if args.pareto:
             from dpsql.formatting import render
 
-            front = conn.session.pareto([args.sql], conn.session.sizing(), chart=args.chart)
+            front = explain.pareto(conn.session, [args.sql], conn.session.sizing(), chart=args.chart)
             print(render(front, "table"))
             print("\n".join(front.notes))
             return 0
@@ -60,7 +61,7 @@ def _explain(args: argparse.Namespace) -> int:
         for (line,) in cur.fetchall():
             print(line)
         if args.chart:
-            print(f"chart written to {conn.session.chart(args.sql, args.chart)}")
+            print(f"chart written to {explain.chart(conn.session, args.sql, args.chart)}")
     return 0
 
 

@@ -25,6 +25,7 @@ from dpsql.backends import Backend, DuckDBBackend, make_backend
 from dpsql.budget import Budget, checked
 from dpsql.catalog import Catalog
 from dpsql.errors import Error, InterfaceError, OperationalError, ProgrammingError
+from dpsql.handlers import workloads
 from dpsql.ledger import Ledger
 from dpsql.output_files import OutputFiles
 from dpsql.profile import Profile
@@ -267,7 +268,7 @@ class Connection:
         if objective is not None and objective not in OBJECTIVE_NAMES:
             raise ProgrammingError(f"objective must be one of {', '.join(OBJECTIVE_NAMES)}")
         begin = BeginWorkload(explain, epsilon, delta, rho, max_rmse, objective)
-        return self.session.run_workload(list(queries), begin, weights)
+        return workloads.run_workload(self.session, list(queries), begin, weights)
 
     def dropped_rows(
         self, table: str, *, epsilon: float | None = None, rho: float | None = None, cap: int | None = None

@@ -55,7 +55,7 @@ from dpsql.backends.scan_speed import duckdb_scan_speed
 from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog, Table
 from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError, ProgrammingError
-from dpsql.key_releases import over_current
+from dpsql.key_domains import over_current
 from dpsql.ledger import KEYS, MODEL, Entry, Ledger, Record, model_record, released_keys
 from dpsql.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
@@ -146,7 +146,7 @@ class Executor:
         version = self.ledger.version()
         if key not in self.models or self._versions.get(key) != version:
             stored = self.ledger.stored_measurements(table.name, table.signature())
-            # Over key columns, as the keys released since read them (`dpsql.key_releases`).
+            # Over key columns, as the keys released since read them (`dpsql.key_domains`).
             current = [over_current(m, table, then) for m, then in stored] if table.key_counts() else \
                 [m for m, _ in stored]
             self.models[key] = LeastSquaresModel(table.domain, [m for m in current if m is not None])
@@ -486,7 +486,7 @@ class Executor:
         with their noisy counts, as a measurement of the query's COUNT block compiled over the column's keys
         (`over_keys`). `table` is the table as known now: keys it has released are not selected again but
         counted in the same release, and the keys found are appended to them. `rows` names the rows the
-        release counts (`dpsql.key_releases.rows_counted`). Returns the new keys (sorted: a public order);
+        release counts (`dpsql.key_domains.rows_counted`). Returns the new keys (sorted: a public order);
         finding none is a charged release all the same."""
         calibrated = self.selection(selection, share, delta)
         self.ledger.check_delta(share, delta)

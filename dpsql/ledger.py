@@ -21,7 +21,7 @@ one emit of it (its noisy values), or a released model too large to read on ever
 relaxed data, megabytes): its record holds the model's SHA-256 and the model itself lies in a
 table of its own, read only when a table's models are (`models`). Records are unique by (kind, table, name), except
 key sets: a key column's domain is every key its releases found, in release order (`key_sets`; how it grows:
-`dpsql.key_releases`), and a charge computed over a key domain that another connection has grown meanwhile is
+`dpsql.key_domains`), and a charge computed over a key domain that another connection has grown meanwhile is
 refused (`Entry.key_counts`), so each stored measurement was taken over the keys released before it. The δs of
 key releases add up
 (approximate zCDP composes by adding ρ and δ), so a zCDP ledger's capacity is the ρ whose ε
@@ -91,7 +91,7 @@ KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds
 
 def released_keys(payload: Any) -> list[str]:
     """The keys a KEYS record released: its payload is the list itself (releases before domains grew) or
-    {"keys": [...], "rows": ..., "where": ...} (`dpsql.key_releases.payload`)."""
+    {"keys": [...], "rows": ...} (the rows it counted: `dpsql.key_domains`)."""
     return list(payload["keys"]) if isinstance(payload, dict) else list(payload)
 
 

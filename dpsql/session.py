@@ -1,11 +1,14 @@
-"""A session: runs a connection's statements under one privacy budget.
+"""A session: one connection's state under one privacy budget.
 
-It dispatches each statement of a script: dpsql's own (SET dpsql.*, BEGIN/END WORKLOAD,
-EXPLAIN), public SQL — statements that name no protected table — to the analyst's
-workspace (`dpsql.workspace`), which runs it only if the allowlist of `dpsql.sql.public`
-allows it, and DP queries to the compiler (`dpsql.sql.compiler`, each statement tokenized
-and parsed once) and then to the executor (`dpsql.executor`: plan, scan, release, answer,
-charge). Any error raised before the charge spends nothing.
+It holds the catalog (with the keys released so far), the ledger and the executor, the
+connection's settings and budget share, its compiled queries (each statement tokenized and
+parsed once, `compile`) and an open workload. A script is split, checked as a whole
+(`execute`), and each statement goes to its handler (`dpsql.handlers`): dpsql's own
+(SET/SHOW dpsql.*, BEGIN/END WORKLOAD, EXPLAIN, continual queries), public SQL (statements
+that name no protected table) to the analyst's workspace (`dpsql.workspace`, under the
+allowlist of `dpsql.sql.public`), DP queries to the compiler and then the executor
+(`dpsql.executor`: plan, scan, release, charge, answer). Any error raised before the charge
+spends nothing.
 """
 
 from __future__ import annotations
@@ -16,43 +19,26 @@ from typing import Any, Callable, Sequence
 
 from sqlglot import exp
 
+from dpsql import handlers
 from dpsql.backends import Backend
-from dpsql.budget import Budget, Sizing, checked
+from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog
 from dpsql.columns import KEY
-from dpsql.errors import Error, NotSupportedError, ProgrammingError
+from dpsql.errors import Error, ProgrammingError
 from dpsql.continual import ContinualQueries
-from dpsql.executor import Executor, local_plan
-from dpsql.key_releases import KeyReleases
+from dpsql.executor import Executor
+from dpsql.handlers import options
 from dpsql.ledger import Ledger
-from dpsql.post_processing import CompositeQuery, answers, compile_composite, dry_run, parts_of
+from dpsql.post_processing import CompositeQuery, compile_composite, parts_of
 from dpsql.result import Result, assemble
 from dpsql.sql.compiler import CompiledQuery, compile_tree, parse_statement
 from dpsql.sql.flatten import Composite, flatten
 from dpsql.sql.lookups import PublicTables
 from dpsql.sql.public import ProtectedNames
-from dpsql.sql.statements import (
-    BeginWorkload,
-    CreateContinual,
-    Emit,
-    EndWorkload,
-    Explain,
-    SetOption,
-    ShowContinual,
-    ShowOption,
-    Sql,
-    classify,
-    split_statements,
-    take_weight,
-    without_parameters,
-)
+from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, Sql, classify, split_statements, take_weight
 from dpsql.workspace import Workspace
 from mechanisms.accounting import Amount
 from mechanisms.noise import RandomSource
-from mechanisms.workload import Workload
-from planner.chart import draw_chart, draw_front, error_curves
-from planner.planning_limit import PlanningLimit
-from planner.pareto import ADAPTIVE_SECONDS, FRONT_COLUMNS, pareto_front
 from planner.plan import TOTAL_SQUARED
 
 DEFAULT_QUERY_EPSILON = 0.1
@@ -133,7 +119,6 @@ class Session:
         self.dialect = dialect
         self.executor = Executor(catalog, ledger, backend, self.budget_unit, RandomSource(seed))
         self.continual = ContinualQueries(self.executor, dialect)
-        self.keys = KeyReleases(self)
         self.query_share = self.budget_unit.share(query_epsilon, query_rho, default_epsilon=DEFAULT_QUERY_EPSILON)
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
@@ -141,10 +126,10 @@ class Session:
         self.analyst = analyst  # an analyst's session (from a profile): the owner's settings are fixed
         self.key_delta = ledger.delta / KEY_DELTA_SHARE  # what one release of keys spends of δ
         if key_delta is not None:
-            self._set_key_delta(key_delta)
+            options.set_key_delta(self, key_delta)
         self.last_charge = 0.0  # what the last statement that read protected data charged
-        self._workload: BeginWorkload | None = None
-        self._pending: list[str] = []
+        self.workload: BeginWorkload | None = None  # an open BEGIN WORKLOAD (`dpsql.handlers.workloads`)
+        self.queued: list[str] = []  # ... and the queries given since
         # Compiled DP queries by (text, label, weight): kept across statements (a re-ask compiles nothing)
         # unless they join public tables, which the workspace may change; those last one `execute`.
         self._compiled: OrderedDict[tuple[str, str, float], CompiledQuery | CompositeQuery] = OrderedDict()
@@ -216,68 +201,18 @@ class Session:
         total, spent, remaining = self.ledger.status()
         return BudgetStatus(self.amount(total), self.amount(spent), self.amount(remaining))
 
-    def set_option(self, name: str, value: float | str) -> None:
-        if name == "query_epsilon":
-            self.query_share = self.share(value, None)
-        elif name == "query_rho":
-            self.query_share = self.share(None, value)
-        elif name == "max_rmse":
-            self.max_rmse = checked("max_rmse", value, "dpsql.max_rmse") if value else None
-        elif name == "planning_seconds":
-            value = checked("planning_seconds", value, "dpsql.planning_seconds") if value else 0.0
-            self.executor.planning_seconds = value
-        elif name == "stderr":
-            self.stderr_columns = bool(value)
-        elif name == "estimator":
-            self.executor.estimator = str(value)
-        elif name == "key_delta":
-            if self.analyst:
-                raise ProgrammingError("dpsql.key_delta is the data owner's setting: the profile's [budget] "
-                                       "key_delta fixes it")
-            self._set_key_delta(value)
-        else:
-            self.objective = str(value)
-
-    def _set_key_delta(self, value: float) -> None:
-        if not 0 < value < self.ledger.delta:
-            raise ProgrammingError(f"dpsql.key_delta must be above 0 and below the ledger's δ "
-                                   f"({self.ledger.delta:g}), got {value:g}")
-        self.key_delta = value
-
-    def show(self, name: str) -> Result:
-        """`SHOW dpsql.<name>`: the budget (total, spent, remaining, the last charge) or a setting."""
-        if name == "budget":
-            status = self.budget()
-            rows = [(label, a.epsilon, a.delta, a.rho) for label, a in (
-                ("total", status.total), ("spent", status.spent), ("remaining", status.remaining),
-                ("last_charge", self.amount(self.last_charge)))]
-            spent_delta = self.ledger.delta_spent()
-            if spent_delta:  # δ spent by key releases: the total above is what the rest of δ affords
-                rows.append(("key_releases", None, spent_delta, None))
-            return Result(["budget", "epsilon", "delta", "rho"], rows, kind="status",
-                          types=["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE"])
-        values = {"query_epsilon": self.amount(self.query_share).epsilon, "query_rho": self.amount(self.query_share).rho,
-                  "max_rmse": self.max_rmse or 0.0, "objective": self.objective,
-                  "planning_seconds": "auto" if self.executor.planning_seconds is None
-                  else self.executor.planning_seconds,
-                  "stderr": "on" if self.stderr_columns else "off", "key_delta": self.key_delta,
-                  "estimator": self.executor.estimator}
-        return Result([f"dpsql.{name}"], [(values[name],)], kind="status")
-
-    def sizing(self) -> Sizing:
-        """How a statement's new measurements are sized: the query share, or an accuracy target."""
+    def sizing(self, workload: BeginWorkload | None = None) -> Sizing:
+        """How a statement's new measurements are sized: the query share, or an accuracy target; a workload's
+        own budget, accuracy target or objective where its BEGIN WORKLOAD gives them."""
         sizing = Sizing(self.query_share, self.objective)
-        return sizing.with_accuracy(self.max_rmse) if self.max_rmse is not None else sizing
-
-    def _workload_sizing(self, begin: BeginWorkload) -> Sizing:
-        sizing = self.sizing()
-        if begin.epsilon or begin.rho:
-            sizing = sizing.with_budget(self.budget_unit.share(begin.epsilon, begin.rho, delta=begin.delta))
-        if begin.max_rmse is not None:
-            sizing = sizing.with_accuracy(begin.max_rmse)
-        if begin.objective is not None:
-            sizing = replace(sizing, objective=begin.objective)
-        return sizing
+        sizing = sizing.with_accuracy(self.max_rmse) if self.max_rmse is not None else sizing
+        if workload is None:
+            return sizing
+        if workload.epsilon or workload.rho:
+            sizing = sizing.with_budget(self.budget_unit.share(workload.epsilon, workload.rho, delta=workload.delta))
+        if workload.max_rmse is not None:
+            sizing = sizing.with_accuracy(workload.max_rmse)
+        return sizing if workload.objective is None else replace(sizing, objective=workload.objective)
 
     # --- statements ------------------------------------------------------------------
     def execute(self, script: str, params: Sequence[Any] | dict | None = None) -> list[Result]:
@@ -295,7 +230,7 @@ class Session:
             if len(statements) > 1:
                 self._validate(statements)
             for st in statements:
-                done = self._statement(st, params)
+                done = handlers.run(self, st, params)
                 if any(r.kind == "dp" for r in done):
                     self.last_charge = sum(r.charged for r in done)
                 results.extend(r.with_stderr_columns() if self.stderr_columns else r for r in done)
@@ -312,7 +247,7 @@ class Session:
         """Compile every DP statement of a script (and guard public ones) before running any,
         so that a bad statement late in a script cannot follow charged ones; the compiled
         queries are kept (`_compiled`), so each statement is compiled once."""
-        queued = None if self._workload is None else len(self._pending)
+        queued = None if self.workload is None else len(self.queued)
         for st in statements:
             if isinstance(st, BeginWorkload):
                 queued = 0
@@ -343,62 +278,6 @@ class Session:
                 if not skip_errors:
                     raise
         return out
-
-    def _statement(self, st, params) -> list[Result]:
-        if isinstance(st, BeginWorkload):
-            if self._workload is not None:
-                raise ProgrammingError("a workload is already open; END WORKLOAD first")
-            self._workload, self._pending = st, []
-            return []
-        if isinstance(st, EndWorkload):
-            if self._workload is None:
-                raise ProgrammingError("END WORKLOAD without BEGIN WORKLOAD")
-            begin, queries = self._workload, self._pending
-            self._workload, self._pending = None, []
-            return self.run_workload(queries, begin)
-        if isinstance(st, SetOption):
-            self.set_option(st.name, st.value)
-            value = ("on" if st.value else "off") if isinstance(st.value, bool) else st.value
-            return [Result(["setting", "value"], [(f"dpsql.{st.name}", value)], kind="status")]
-        if isinstance(st, ShowOption):
-            return [self.show(st.name)]
-        if isinstance(st, (CreateContinual, Emit, ShowContinual)):
-            if self._workload is not None:
-                raise ProgrammingError("continual queries are created, emitted and shown outside a workload")
-            return [self._continual(st)]
-        if self._workload is not None:
-            if isinstance(st, Explain) or params:
-                raise ProgrammingError("inside a workload, list plain SELECT queries without parameters")
-            self._pending.append(st.sql)
-            return []
-        if isinstance(st, Explain):
-            return [self.pareto([st.sql], self.sizing()) if st.pareto else self.explain(st.sql)]
-        return [self.query(st.sql, params)]
-
-    def _continual(self, st: CreateContinual | Emit | ShowContinual) -> Result:
-        if isinstance(st, Emit):
-            return self.continual.emit(st.name, self.catalog)
-        if isinstance(st, ShowContinual):
-            return self.continual.show(st.name, self.catalog)
-        share = self.query_share if st.epsilon is None and st.rho is None else \
-            self.budget_unit.share(st.epsilon, st.rho, delta=st.delta)
-        budget = "" if st.epsilon is None and st.rho is None else \
-            f" WITH ({'rho = ' + repr(st.rho) if st.rho is not None else 'epsilon = ' + repr(st.epsilon)})"
-        text = (f"CREATE CONTINUAL QUERY {st.name} AS {st.sql} EMIT EVERY INTERVAL '{st.interval}' ON {st.time_column} "
-                f"FROM '{st.start}' FOR {st.releases} RELEASES{budget}")
-        return self.continual.create(st, self.catalog, share, text)
-
-    def query(self, sql: str, params: Sequence[Any] | dict | None = None) -> Result:
-        """One statement: a DP query on a protected table, or plain SQL on public tables."""
-        sql, weight = take_weight(sql)
-        if self.protected.reference(sql) is None:
-            return self.workspace.run(sql, params)
-        compiled = self.compile(sql, params, weight=weight)
-        selection = self.keys.needed(compiled, sql, params, weight)
-        if selection is not None:
-            return self.keys.release(selection, sql, params, weight)
-        results = self.executor.execute(parts_of([compiled]), sql, self.sizing())
-        return self.executor.answered(lambda: answers([compiled], results))[0]
 
     def compile(self, sql: str, params=None, label: str = "", weight: float = 1.0,
                  catalog: Catalog | None = None) -> CompiledQuery | CompositeQuery:
@@ -445,39 +324,6 @@ class Session:
                 self._compiled.popitem(last=False)
         return compiled
 
-    def run_workload(
-        self, queries: list[str], begin: BeginWorkload, weights: Sequence[float] | None = None
-    ) -> list[Result]:
-        """Plan and measure a batch of queries jointly; one result per query.
-
-        `weights` (one per query) multiply the weight of each query's errors in the plan,
-        as a ``/*+ WEIGHT(w) */`` hint does.
-        """
-        if not queries:
-            raise ProgrammingError("the workload holds no query")
-        if weights is not None and len(weights) != len(queries):
-            raise ProgrammingError(f"{len(weights)} weights given for {len(queries)} queries")
-        compiled = []
-        for i, text in enumerate(queries, start=1):
-            sql, weight = take_weight(text)
-            if weights is not None:
-                weight *= checked("weight", weights[i - 1], f"the weight of query {i}")
-            if self.protected.reference(sql) is None:
-                raise ProgrammingError(f"workload query {i} does not read a protected table: {sql[:60]!r}")
-            compiled.append(self.compile(sql, label=f"q{i}", weight=weight))
-            selection = compiled[-1].selection
-            if selection is not None:
-                why = selection.table.column(selection.column).not_released()
-                raise NotSupportedError(f"workload query {i}: {why}, outside a workload")
-        sizing = self._workload_sizing(begin)
-        if begin.pareto:
-            return [self.pareto(queries, sizing, weights)]
-        if begin.explain:
-            return [self._explain_result(self.executor.plan(parts_of(compiled), sizing, timed=True))]
-        statement = "BEGIN WORKLOAD; " + "; ".join(queries) + "; END WORKLOAD"
-        results = self.executor.execute(parts_of(compiled), statement, sizing)
-        return self.executor.answered(lambda: answers(compiled, results))
-
     def dropped_rows(
         self, table: str, epsilon: float | None = None, rho: float | None = None, cap: int | None = None
     ) -> Result:
@@ -491,112 +337,7 @@ class Session:
         spending anything; None when it returns none or they cannot be known before it runs (public
         SQL other than a query, or with parameters; a DP query with parameters not given). For
         clients that ask first, and for checking that an answer can be sent before it is paid for."""
-        st = classify(text)
-        if isinstance(st, SetOption):
-            return Result(["setting", "value"], [], kind="status", types=["VARCHAR", "VARCHAR"])
-        if isinstance(st, ShowOption):
-            shown = self.show(st.name)
-            return Result(shown.columns, [], kind="status", types=shown.types)
-        if isinstance(st, Explain) and st.pareto:
-            return Result(["table", *FRONT_COLUMNS], [], kind="explain",
-                          types=["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"])
-        if isinstance(st, Explain):
-            return Result(["plan"], [], kind="explain", types=["VARCHAR"])
-        if not isinstance(st, Sql) or self._workload is not None:
-            return None
-        sql, weight = take_weight(st.sql)
-        if self.protected.reference(sql) is None:
-            return None if params else self.workspace.describe_query(sql)
-        if not params:
-            tree = parse_statement(sql, self.dialect)
-            sql = without_parameters(tree, self.dialect) if tree.find(exp.Placeholder) else sql
-            if sql is None:
-                return None
-        compiled = self.compile(sql, params, weight=weight)
-        if isinstance(compiled, CompositeQuery):
-            shape = dry_run(compiled.outer, compiled.parts)
-            shape.rows, shape.stderr = [], []
-            return (shape.with_stderr_columns() if self.stderr_columns else shape) if shape.columns else None
-        if compiled.selection is not None:  # the columns it will have once the keys are released
-            selection = compiled.selection
-            over = self.catalog.with_keys({(selection.table.name, selection.column): ()})
-            compiled = self.compile(sql, params, weight=weight, catalog=over)
-        shape = assemble(compiled, compiled.zero_answers())
-        shape.rows, shape.stderr = [], []
-        return shape.with_stderr_columns() if self.stderr_columns else shape
-
-    def explain(self, sql: str) -> Result:
-        """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
-        sql, weight = take_weight(sql)
-        if self.protected.reference(sql) is None:
-            return self.workspace.run(sql, explain=True)
-        compiled = self.compile(sql, weight=weight)
-        selection = self.keys.needed(compiled, sql, None, weight)
-        if selection is not None:
-            return self.keys.explain(selection)
-        if isinstance(compiled, CompositeQuery):
-            return self._explain_result(self.executor.plan(compiled.parts, self.sizing(), timed=True))
-        if compiled.table.is_local and compiled.table.opt_in is None:  # a hybrid table: its opt-in part's plan
-            text = local_plan(compiled.table)
-            return Result(["plan"], [(text,)], kind="explain", plan=text)
-        return self._explain_result(self.executor.plan([compiled], self.sizing(), timed=True))
-
-    def pareto(self, queries: list[str], sizing: Sizing, weights: Sequence[float] | None = None,
-               chart: str | None = None) -> Result:
-        """EXPLAIN PARETO: per table, the (ε, expected RMSE) front of the planner's choice and each family (AIM and
-        RAP simulated on public stand-in data where the table's size is public or released); reads no data, spends
-        nothing. `chart` also draws it (PNG or SVG)."""
-        compiled = []
-        for i, text in enumerate(queries, start=1):
-            sql, weight = take_weight(text)
-            weight *= 1.0 if weights is None else checked("weight", weights[i - 1], f"the weight of query {i}")
-            compiled += parts_of([self.compile(sql, label=f"q{i}" if len(queries) > 1 else "", weight=weight)])
-            if compiled[-1].selection is not None or compiled[-1].table.is_local:
-                raise NotSupportedError("EXPLAIN PARETO plans measurements: not a key release or local-DP reports")
-        rows, notes = [], []
-        for name, (table, blocks, _) in self.executor.uncovered(compiled, sizing.measure_unmeasured).items():
-            if not blocks:
-                notes.append(f"{name}: every query is answered from earlier measurements (free)")
-                continue
-            front = pareto_front(Workload(table.domain, blocks), None, self.budget_unit.noise, self.budget_unit.delta,
-                                 self.executor.model(table).measurements, table.contribution, sizing.objective,
-                                 self.executor.rows(table), limit=PlanningLimit(ADAPTIVE_SECONDS, self.cancelled))
-            rows += [(name, *row) for row in front.table()]
-            notes += [f"{name}: {note}" for note in front.notes]
-            if chart is not None:
-                notes.append(f"chart written to {draw_front(front, chart)}")
-        return Result(["table", *FRONT_COLUMNS], rows, kind="explain", notes=notes,
-                      types=["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"])
-
-    def chart(self, script: str, path: str) -> str:
-        """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""
-        statements = [classify(t) for t in split_statements(script)]
-        sizing = self.sizing()
-        if statements and isinstance(statements[0], BeginWorkload):
-            sizing = self._workload_sizing(statements[0])
-        queries = [take_weight(st.sql) for st in statements if not isinstance(st, (BeginWorkload, EndWorkload))]
-        compiled = parts_of([self.compile(sql, label=f"q{i}", weight=w)
-                             for i, (sql, w) in enumerate(queries, start=1)])
-        plans = self.executor.plan(compiled, sizing)
-        pending = self.executor.uncovered(compiled, sizing.measure_unmeasured)
-        for name, (table, plan) in plans.items():
-            blocks = pending[name][1]
-            if blocks:
-                curves = error_curves(Workload(table.domain, blocks), plan.cost, self.budget_unit.noise,
-                                      self.budget_unit.delta, self.executor.model(table).measurements,
-                                      sizing.objective, contribution=table.contribution)
-                return str(draw_chart(curves, plan.cost, self.budget_unit.unit, path))
-        raise ProgrammingError("nothing to chart: every query is answered from earlier measurements")
-
-    def _explain_result(self, plans: dict) -> Result:
-        text = "\n".join(f"[{name}] " + plan.explain() + ("" if table.graph is None else
-                                                          "\n  " + table.graph.explain(table.role))
-                         for name, (table, plan) in plans.items())
-        cost = sum(plan.cost for _, plan in plans.values())
-        remaining = self.ledger.remaining()
-        verdict = "fits in" if cost <= remaining * (1 + 1e-9) else "EXCEEDS"
-        text += f"\nTotal cost {self.amount(cost)}; {verdict} the remaining budget {self.amount(remaining)}"
-        return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
+        return handlers.describe(self, classify(text), params)
 
     # --- the connection's resources ------------------------------------------------------
     def close(self) -> None:

@@ -351,7 +351,7 @@ def _check_charges(made, released, script):
 
 def _reset(session, share: float) -> None:
     """Each input starts from the same session state (no open workload, default settings)."""
-    session._workload, session._pending = None, []
+    session.workload, session.queued = None, []
     session.max_rmse, session.objective = None, "total"
     session.query_share = share
 

@@ -12,7 +12,7 @@ import pytest
 import dpsql
 from dpsql.catalog import Catalog
 from dpsql.errors import OperationalError
-from dpsql.key_releases import ALL_ROWS, covered, over_current, rows_counted
+from dpsql.key_domains import ALL_ROWS, covered, over_current, rows_counted
 from dpsql.ledger import KEYS, Entry, Ledger, Record
 from mechanisms.coarsening import key_growth
 from mechanisms.matrices import Identity

@@ -1,0 +1,30 @@
+"""CREATE CONTINUAL QUERY, EMIT and SHOW CONTINUAL: releases over a stream (`dpsql.continual`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dpsql.result import Result
+from dpsql.sql.statements import CreateContinual, Emit, ShowContinual
+
+if TYPE_CHECKING:
+    from dpsql.session import Session
+
+
+def run(session: "Session", st: CreateContinual | Emit | ShowContinual, params) -> list[Result]:
+    s = session
+    if isinstance(st, Emit):
+        return [s.continual.emit(st.name, s.catalog)]
+    if isinstance(st, ShowContinual):
+        return [s.continual.show(st.name, s.catalog)]
+    given = st.epsilon is not None or st.rho is not None
+    share = s.budget_unit.share(st.epsilon, st.rho, delta=st.delta) if given else s.query_share
+    budget = f" WITH ({'rho = ' + repr(st.rho) if st.rho is not None else 'epsilon = ' + repr(st.epsilon)})" \
+        if given else ""
+    text = (f"CREATE CONTINUAL QUERY {st.name} AS {st.sql} EMIT EVERY INTERVAL '{st.interval}' ON {st.time_column} "
+            f"FROM '{st.start}' FOR {st.releases} RELEASES{budget}")
+    return [s.continual.create(st, s.catalog, share, text)]
+
+
+def describe(session: "Session", st, params) -> None:
+    return None  # known once the query runs

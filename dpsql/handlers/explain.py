@@ -1,0 +1,109 @@
+"""EXPLAIN and EXPLAIN PARETO: the plan, its cost and the ε–error front, without reading data or spending."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from dpsql.budget import Sizing, checked
+from dpsql.errors import NotSupportedError, ProgrammingError
+from dpsql.executor import local_plan
+from dpsql.handlers import key_release
+from dpsql.post_processing import CompositeQuery, parts_of
+from dpsql.result import Result
+from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, classify, split_statements, take_weight
+from mechanisms.workload import Workload
+from planner.chart import draw_chart, draw_front, error_curves
+from planner.pareto import ADAPTIVE_SECONDS, FRONT_COLUMNS, pareto_front
+from planner.planning_limit import PlanningLimit
+
+if TYPE_CHECKING:
+    from dpsql.session import Session
+
+FRONT_TYPES = ["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"]
+
+
+def run(session: "Session", st: Explain, params) -> list[Result]:
+    return [pareto(session, [st.sql], session.sizing()) if st.pareto else explain(session, st.sql)]
+
+
+def describe(session: "Session", st: Explain, params) -> Result:
+    if st.pareto:
+        return Result(["table", *FRONT_COLUMNS], [], kind="explain", types=FRONT_TYPES)
+    return Result(["plan"], [], kind="explain", types=["VARCHAR"])
+
+
+def explain(session: "Session", sql: str) -> Result:
+    """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
+    s = session
+    sql, weight = take_weight(sql)
+    if s.protected.reference(sql) is None:
+        return s.workspace.run(sql, explain=True)
+    compiled = s.compile(sql, weight=weight)
+    selection = key_release.needed(s, compiled, sql, None, weight)
+    if selection is not None:
+        return key_release.explain(s, selection)
+    if isinstance(compiled, CompositeQuery):
+        return plans(s, s.executor.plan(compiled.parts, s.sizing(), timed=True))
+    if compiled.table.is_local and compiled.table.opt_in is None:  # a hybrid table: its opt-in part's plan
+        text = local_plan(compiled.table)
+        return Result(["plan"], [(text,)], kind="explain", plan=text)
+    return plans(s, s.executor.plan([compiled], s.sizing(), timed=True))
+
+
+def plans(session: "Session", planned: dict) -> Result:
+    """EXPLAIN's result: each table's plan, then the total cost against what remains."""
+    text = "\n".join(f"[{name}] " + plan.explain() + ("" if table.graph is None else
+                                                      "\n  " + table.graph.explain(table.role))
+                     for name, (table, plan) in planned.items())
+    cost = sum(plan.cost for _, plan in planned.values())
+    remaining = session.ledger.remaining()
+    verdict = "fits in" if cost <= remaining * (1 + 1e-9) else "EXCEEDS"
+    text += f"\nTotal cost {session.amount(cost)}; {verdict} the remaining budget {session.amount(remaining)}"
+    return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
+
+
+def pareto(session: "Session", queries: list[str], sizing: Sizing, weights: Sequence[float] | None = None,
+           chart: str | None = None) -> Result:
+    """EXPLAIN PARETO: per table, the (ε, expected RMSE) front of the planner's choice and each family (AIM and
+    RAP simulated on public stand-in data where the table's size is public or released); reads no data, spends
+    nothing. `chart` also draws it (PNG or SVG)."""
+    s = session
+    compiled = []
+    for i, text in enumerate(queries, start=1):
+        sql, weight = take_weight(text)
+        weight *= 1.0 if weights is None else checked("weight", weights[i - 1], f"the weight of query {i}")
+        compiled += parts_of([s.compile(sql, label=f"q{i}" if len(queries) > 1 else "", weight=weight)])
+        if compiled[-1].selection is not None or compiled[-1].table.is_local:
+            raise NotSupportedError("EXPLAIN PARETO plans measurements: not a key release or local-DP reports")
+    rows, notes = [], []
+    for name, (table, blocks, _) in s.executor.uncovered(compiled, sizing.measure_unmeasured).items():
+        if not blocks:
+            notes.append(f"{name}: every query is answered from earlier measurements (free)")
+            continue
+        front = pareto_front(Workload(table.domain, blocks), None, s.budget_unit.noise, s.budget_unit.delta,
+                             s.executor.model(table).measurements, table.contribution, sizing.objective,
+                             s.executor.rows(table), limit=PlanningLimit(ADAPTIVE_SECONDS, s.cancelled))
+        rows += [(name, *row) for row in front.table()]
+        notes += [f"{name}: {note}" for note in front.notes]
+        if chart is not None:
+            notes.append(f"chart written to {draw_front(front, chart)}")
+    return Result(["table", *FRONT_COLUMNS], rows, kind="explain", notes=notes, types=FRONT_TYPES)
+
+
+def chart(session: "Session", script: str, path: str) -> str:
+    """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""
+    s = session
+    statements = [classify(t) for t in split_statements(script)]
+    sizing = s.sizing(statements[0] if statements and isinstance(statements[0], BeginWorkload) else None)
+    queries = [take_weight(st.sql) for st in statements if not isinstance(st, (BeginWorkload, EndWorkload))]
+    compiled = parts_of([s.compile(sql, label=f"q{i}", weight=w) for i, (sql, w) in enumerate(queries, start=1)])
+    planned = s.executor.plan(compiled, sizing)
+    pending = s.executor.uncovered(compiled, sizing.measure_unmeasured)
+    for name, (table, plan) in planned.items():
+        blocks = pending[name][1]
+        if blocks:
+            curves = error_curves(Workload(table.domain, blocks), plan.cost, s.budget_unit.noise,
+                                  s.budget_unit.delta, s.executor.model(table).measurements,
+                                  sizing.objective, contribution=table.contribution)
+            return str(draw_chart(curves, plan.cost, s.budget_unit.unit, path))
+    raise ProgrammingError("nothing to chart: every query is answered from earlier measurements")

@@ -1,0 +1,112 @@
+"""A query that must release keys first: partition selection of a key column, then the answer over its keys.
+
+Which query must (an unreleased key column grouped by alone, or a released one over rows no release has
+counted) and how the domain grows are `dpsql.key_domains`'; this module runs the release and its EXPLAIN.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dpsql.columns import KEY
+from dpsql.errors import Error, NotSupportedError
+from dpsql.key_domains import covered, rows_counted
+from dpsql.ledger import KEYS
+from dpsql.result import Result, assemble
+from dpsql.sql.compiler import CompiledQuery, KeySelection
+from mechanisms.partition_selection import count_released_with
+
+if TYPE_CHECKING:
+    from dpsql.session import Session
+
+
+def needed(session: "Session", compiled: Any, sql: str, params, weight: float) -> KeySelection | None:
+    """What partition selection a compiled query needs first: its unreleased key column's, or, grouped by a
+    released key column alone over rows no release of it has counted, the selection that grows it."""
+    if not isinstance(compiled, CompiledQuery):
+        return None
+    if compiled.selection is not None:
+        return compiled.selection
+    table = compiled.table
+    columns = [g for g in compiled.group_by if g in table.columns and table.column(g).kind == KEY]
+    if len(compiled.groups) != 1 or not columns:
+        return None
+    reopened = {k: v for k, v in session.ledger.key_sets().items()
+                if (k[0].lower(), k[1]) != (table.name.lower(), columns[0])}
+    try:
+        selection = session.compile(sql, params, weight=weight, catalog=session.declared.with_keys(reopened)).selection
+    except Error:
+        return None  # not a query that may release keys: it is answered over the keys released
+    payloads = [p for _, name, p in session.ledger.records(KEYS, table.name) if name == columns[0]]
+    if selection is None or covered(payloads, rows_counted(selection)):
+        return None
+    return selection
+
+
+def _released_before(session: "Session", selection: KeySelection) -> int:
+    column = session.catalog.get(selection.table.name).column(selection.column)
+    return len(column.values) if column.released else 0
+
+
+def release(session: "Session", selection: KeySelection, sql: str, params, weight: float) -> Result:
+    """Release keys by partition selection (the query share, and `key_delta` of δ), charged, then answer the
+    query over the column's keys (free). Finding no key while the column has none answers no rows (charged
+    all the same)."""
+    s = session
+    if s.max_rmse is not None:
+        raise NotSupportedError("releasing keys is sized by a budget, not by max_rmse: SET dpsql.max_rmse = 0 "
+                                "first (the counts' error is then shown)")
+    name, column = selection.table.name, selection.column
+    had = _released_before(s, selection)
+
+    def over(keys: tuple[str, ...]) -> CompiledQuery:
+        return s.compile(sql, params, weight=weight, catalog=s.catalog.with_keys({(name, column): keys}))
+
+    keys = s.executor.release_keys(selection, s.catalog.get(name), s.query_share, s.key_delta, sql, over,
+                                   rows_counted(selection))
+    if keys or had:
+        result = s.executor.execute([s.compile(sql, params, weight=weight)], sql, s.sizing())[0]
+    else:  # nothing to measure: the query's shape over no keys (no rows)
+        shape = over(())
+        result = assemble(shape, shape.zero_answers())
+    result.charged = s.query_share
+    result.charge_text = s.executor.charge_text(s.query_share)
+    tau = s.executor.selection(selection, s.query_share, s.key_delta).threshold
+    if had:
+        released = (f"{len(keys)} more keys of {column} released (it had {had}; this WHERE's rows had not been "
+                    "counted by a release)")
+    elif keys:
+        released = f"{len(keys)} keys of {column} released"
+    else:
+        released = f"no key of {column} cleared the threshold, so none was released (the column stays unreleased)"
+    result.notes = [*result.notes, (
+        f"{released} by partition selection (noisy count above τ = {tau}; δ = {s.key_delta:g} spent)"
+        + (": later queries see these keys as the column's domain; counts near τ are biased upward (only "
+           "those that cleared it are shown)" if keys else ""))]
+    return result
+
+
+def explain(session: "Session", selection: KeySelection) -> Result:
+    """EXPLAIN of a query that must release keys first: the partition selection, its threshold and cost."""
+    s = session
+    chosen = s.executor.selection(selection, s.query_share, s.key_delta)
+    sigma = float(chosen.noise.variance) ** 0.5
+    at = [count_released_with(p, chosen.threshold, chosen.noise) for p in (0.05, 0.5, 0.95)]
+    k = selection.table.contribution
+    had = _released_before(s, selection)
+    why = (f"{had} keys released; this WHERE's rows were not counted by a release, so it grows the domain"
+           if had else "its keys are not declared")
+    lines = [
+        f"[{selection.table.name}] Key release: partition selection of {selection.column} ({why})",
+        f"  each key's count (at most {k} row(s) per privacy unit, over any keys) gets discrete Gaussian noise of "
+        f"std {sigma:.4g}; keys whose noisy count exceeds τ = {chosen.threshold} are released",
+        f"  a key with true count {at[0]} / {at[1]} / {at[2]} is released with probability 5% / 50% / 95%; a key "
+        f"only one unit holds, with probability at most δ = {s.key_delta:g}",
+        "  the released keys join the column's domain, and the noisy counts of all its keys answer this query "
+        "(free when asked again)",
+    ]
+    remaining = s.ledger.remaining()
+    verdict = "fits in" if s.query_share <= remaining * (1 + 1e-9) else "EXCEEDS"
+    lines.append(f"Total cost {s.amount(s.query_share)} and δ = {s.key_delta:g} for the key release; "
+                 f"{verdict} the remaining budget {s.amount(remaining)}")
+    return Result(["plan"], [(line,) for line in lines], kind="explain", plan="\n".join(lines))
