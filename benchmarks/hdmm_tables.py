@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mechanisms.analytic_gaussian import analytic_gaussian_sigma
+from benchmarks.analytic_gaussian import analytic_gaussian_sigma
 from mechanisms.hdmm import OPT_KRON, OPT_M, OPT_PLUS, optimize
 from mechanisms.hdmm.error import laplace_variance, svd_bound, union_svd_bound
 from mechanisms.hdmm.opt0 import opt0_gaussian, opt0_laplace

@@ -50,17 +50,16 @@ Python (one pass, linear in the edges) and counts; only counts leave the engine'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping
 
 import duckdb
 import numpy as np
 
+from dpsql.columns import Column
 from dpsql.errors import CatalogError, NotSupportedError
+from mechanisms.domain import Domain
 from mechanisms.graphs import DegreeBound, DegreeHistogram, EdgeCount, GraphSequence, project
 from mechanisms.graphs.sequence import DEGREE, IN, OUT
-
-if TYPE_CHECKING:
-    from dpsql.catalog import Table
 
 EDGES, NODES = "edges", "nodes"  # the two tables of a graph declaration
 _KEYS = {"source", "target", "directed", "max_degree", "max_in_degree", "max_out_degree", "degrees", "time", "bound"}
@@ -191,38 +190,38 @@ def projected_degrees(graph: Graph, src: np.ndarray, dst: np.ndarray, nodes: int
     return np.stack([kept.degrees(kind)[-1] for kind in kinds], axis=1) if nodes else np.zeros((0, len(kinds)), int)
 
 
-def graph_marginals(table: "Table", cliques: list[tuple[str, ...]], src: np.ndarray, dst: np.ndarray
-                    ) -> dict[tuple[str, ...], np.ndarray]:
-    """The marginals of a graph's edge table (its count) or node table (its degree histogram) after the
-    projection, from the cleaned edges (`dpsql.backends.base.graph_edges_sql`)."""
+def graph_marginals(graph: Graph, role: str, domain: Domain, cliques: list[tuple[str, ...]], src: np.ndarray,
+                    dst: np.ndarray) -> dict[tuple[str, ...], np.ndarray]:
+    """The marginals of a graph's edge table (its count) or node table (its degree histogram, over `domain`)
+    after the projection, from the cleaned edges (`dpsql.backends.base.graph_edges_sql`)."""
     nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-    degrees = projected_degrees(table.graph, src, dst, nodes)
-    if table.role == EDGES:
-        return {q: np.asarray([int(degrees[:, 0].sum()) // (1 if table.graph.directed else 2)]) for q in cliques}
-    names = list(table.domain.attributes)  # the degree columns, in `degrees`' order
+    degrees = projected_degrees(graph, src, dst, nodes)
+    if role == EDGES:
+        return {q: np.asarray([int(degrees[:, 0].sum()) // (1 if graph.directed else 2)]) for q in cliques}
+    names = list(domain.attributes)  # the degree columns, in `degrees`' order
     out = {}
     for q in cliques:
-        shape = tuple(table.domain.size_of(a) for a in q)
+        shape = tuple(domain.size_of(a) for a in q)
         cells = np.ravel_multi_index(tuple(degrees[:, names.index(a)] for a in q), shape) if q else \
             np.zeros(nodes, dtype=np.int64)
         out[q] = np.bincount(cells, minlength=int(np.prod(shape, dtype=np.int64))).astype(np.int64)
     return out
 
 
-def graph_window_counts(table: "Table", group: tuple[str, ...], where_sql: str, first: int, last: int,
-                        changes: dict[str, np.ndarray]) -> np.ndarray:
+def graph_window_counts(columns: Mapping[str, Column], group: tuple[str, ...], where_sql: str, first: int,
+                        last: int, changes: dict[str, np.ndarray]) -> np.ndarray:
     """(windows first..last−1, cells of `group`) sums of the change rows (`edge_tables.window_changes`) meeting
     `where_sql`: the difference sequence of a graph table's counts. (Evaluated in a DuckDB of its own: the
     rows are already out of the engine, and a few per edge.)"""
     con = duckdb.connect()
     try:
         con.register("changes", changes)
-        bins = "".join(f", {table.columns[g].bin_sql()} AS b{i}" for i, g in enumerate(group))
+        bins = "".join(f", {columns[g].bin_sql()} AS b{i}" for i, g in enumerate(group))
         result = con.execute(f"SELECT w{bins}, SUM(n) AS n FROM changes WHERE ({where_sql}) AND w >= {int(first)} "
                              f"AND w < {int(last)} GROUP BY ALL").fetchnumpy()
     finally:
         con.close()
-    shape = (last - first, *(table.columns[g].size for g in group))
+    shape = (last - first, *(columns[g].size for g in group))
     out = np.zeros(shape, dtype=np.int64)
     index = (np.asarray(result["w"], dtype=np.int64) - first,
              *(np.asarray(result[f"b{i}"], dtype=np.int64) for i in range(len(group))))

@@ -7,7 +7,7 @@ Each module is one concept:
   `workload` (blocks of Kronecker linear queries), `measurement` (a released measurement,
   and exact release on an integer lattice), `marginals` (the residual-basis algebra);
 - noise and accounting: `noise` (exact discrete Gaussian/Laplace samplers), `accounting`
-  (zCDP ↔ (ε, δ), amounts, the optimal budget split), `analytic_gaussian`, `exponential`
+  (zCDP ↔ (ε, δ), amounts, the optimal budget split), `exponential`
   (exact exponential mechanism and selection budgets), `interruption` (checkpoints where
   long computations may be stopped);
 - strategies: `hdmm/` (HDMM's optimizers), `ranges/` (trees, wavelets, their choice),

@@ -11,7 +11,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from mechanisms.analytic_gaussian import analytic_gaussian_sigma, gaussian_delta
+from benchmarks.analytic_gaussian import analytic_gaussian_sigma, gaussian_delta
 from mechanisms.domain import Domain
 from mechanisms.hdmm import OPT0, OPT_KRON, OPT_M, OPT_PLUS, kron_matrix, optimize
 from mechanisms.hdmm.error import (

@@ -384,8 +384,8 @@ class SQLBackend:
         if table.graph is not None:
             edges = self._run(graph_edges_sql(table.graph, self.relation), ["s", "t", "w"],
                               f"reading the edges of {table.graph.edges!r}")
-            return graph_marginals(table, cliques, np.asarray(edges["s"], dtype=np.int64),
-                                   np.asarray(edges["t"], dtype=np.int64))
+            return graph_marginals(table.graph, table.role, table.domain, cliques,
+                                   np.asarray(edges["s"], dtype=np.int64), np.asarray(edges["t"], dtype=np.int64))
         sql, names = marginal_sql(table, cliques, key, self.relation, self.stored_types(table.units_of or table),
                                   within)
         result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
@@ -415,7 +415,7 @@ class SQLBackend:
             except BoundBroken as e:
                 log.error("%s: the data breaks the catalog's declared degree bound", e)
                 raise OperationalError(BOUND_BROKEN) from None
-            return graph_window_counts(table, group, where_sql, first, last, changes)
+            return graph_window_counts(table.columns, group, where_sql, first, last, changes)
         names = [f"b{i}" for i in range(len(group))]
         sql = window_counts_sql(table, group, where_sql, window_sql, first, last, key, self.relation,
                                 self.stored_types(table))

@@ -3,7 +3,8 @@
 `dpsql.sql.statements.classify` names a statement's kind; `HANDLERS` maps each kind to the module
 that runs it, `run(session, statement, params) -> list[Result]`, and that tells the columns of its
 result before it runs, `describe(session, statement, params) -> Result | None` (for clients that ask
-first). The session (`dpsql.session.Session`) keeps the connection's state: its catalog, ledger and
+first). Every handler function takes the connection's `dpsql.session.Session` first (unannotated:
+the session imports the handlers, and no module imports back). The session keeps the connection's state: its catalog, ledger and
 executor, its settings and budget, its compiled queries and an open workload; the handlers act on it.
 A statement's walk: session (script split, checked) → its handler → compiler and executor.
 
@@ -12,8 +13,6 @@ with `run` and `describe`, and its entry in `HANDLERS`.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from dpsql.handlers import continual, explain, options, queries, workloads
 from dpsql.result import Result
@@ -30,9 +29,6 @@ from dpsql.sql.statements import (
     Statement,
 )
 
-if TYPE_CHECKING:
-    from dpsql.session import Session
-
 HANDLERS = {
     BeginWorkload: workloads,
     EndWorkload: workloads,
@@ -47,14 +43,14 @@ HANDLERS = {
 RUN_IN_WORKLOADS = (BeginWorkload, EndWorkload, SetOption, ShowOption)  # the rest is queued while one is open
 
 
-def run(session: "Session", st: Statement, params) -> list[Result]:
+def run(session, st: Statement, params) -> list[Result]:
     """Run one classified statement; inside an open workload, queue it (`workloads.queue`) unless it runs at once."""
     if session.workload is not None and not isinstance(st, RUN_IN_WORKLOADS):
         return workloads.queue(session, st, params)
     return HANDLERS[type(st)].run(session, st, params)
 
 
-def describe(session: "Session", st: Statement, params) -> Result | None:
+def describe(session, st: Statement, params) -> Result | None:
     """The columns a statement's result will have (no rows), without running it or spending anything."""
     if session.workload is not None and isinstance(st, Sql):
         return None  # queued: its result comes at END WORKLOAD

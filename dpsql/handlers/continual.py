@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dpsql.result import Result
 from dpsql.sql.statements import CreateContinual, Emit, ShowContinual
 
-if TYPE_CHECKING:
-    from dpsql.session import Session
 
-
-def run(session: "Session", st: CreateContinual | Emit | ShowContinual, params) -> list[Result]:
+def run(session, st: CreateContinual | Emit | ShowContinual, params) -> list[Result]:
     s = session
     if isinstance(st, Emit):
         return [s.continual.emit(st.name, s.catalog)]
@@ -26,5 +21,5 @@ def run(session: "Session", st: CreateContinual | Emit | ShowContinual, params) 
     return [s.continual.create(st, s.catalog, share, text)]
 
 
-def describe(session: "Session", st, params) -> None:
+def describe(session, st, params) -> None:
     return None  # known once the query runs

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from dpsql.budget import Sizing, checked
 from dpsql.errors import NotSupportedError, ProgrammingError
@@ -16,23 +16,20 @@ from planner.chart import draw_chart, draw_front, error_curves
 from planner.pareto import ADAPTIVE_SECONDS, FRONT_COLUMNS, pareto_front
 from planner.planning_limit import PlanningLimit
 
-if TYPE_CHECKING:
-    from dpsql.session import Session
-
 FRONT_TYPES = ["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE", "VARCHAR", "VARCHAR", "VARCHAR"]
 
 
-def run(session: "Session", st: Explain, params) -> list[Result]:
+def run(session, st: Explain, params) -> list[Result]:
     return [pareto(session, [st.sql], session.sizing()) if st.pareto else explain(session, st.sql)]
 
 
-def describe(session: "Session", st: Explain, params) -> Result:
+def describe(session, st: Explain, params) -> Result:
     if st.pareto:
         return Result(["table", *FRONT_COLUMNS], [], kind="explain", types=FRONT_TYPES)
     return Result(["plan"], [], kind="explain", types=["VARCHAR"])
 
 
-def explain(session: "Session", sql: str) -> Result:
+def explain(session, sql: str) -> Result:
     """The plan for a query (or EXPLAIN of a public query), without reading data or spending."""
     s = session
     sql, weight = take_weight(sql)
@@ -50,7 +47,7 @@ def explain(session: "Session", sql: str) -> Result:
     return plans(s, s.executor.plan([compiled], s.sizing(), timed=True))
 
 
-def plans(session: "Session", planned: dict) -> Result:
+def plans(session, planned: dict) -> Result:
     """EXPLAIN's result: each table's plan, then the total cost against what remains."""
     text = "\n".join(f"[{name}] " + plan.explain() + ("" if table.graph is None else
                                                       "\n  " + table.graph.explain(table.role))
@@ -62,7 +59,7 @@ def plans(session: "Session", planned: dict) -> Result:
     return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
 
 
-def pareto(session: "Session", queries: list[str], sizing: Sizing, weights: Sequence[float] | None = None,
+def pareto(session, queries: list[str], sizing: Sizing, weights: Sequence[float] | None = None,
            chart: str | None = None) -> Result:
     """EXPLAIN PARETO: per table, the (ε, expected RMSE) front of the planner's choice and each family (AIM and
     RAP simulated on public stand-in data where the table's size is public or released); reads no data, spends
@@ -90,7 +87,7 @@ def pareto(session: "Session", queries: list[str], sizing: Sizing, weights: Sequ
     return Result(["table", *FRONT_COLUMNS], rows, kind="explain", notes=notes, types=FRONT_TYPES)
 
 
-def chart(session: "Session", script: str, path: str) -> str:
+def chart(session, script: str, path: str) -> str:
     """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""
     s = session
     statements = [classify(t) for t in split_statements(script)]

@@ -6,7 +6,7 @@ counted) and how the domain grows are `dpsql.key_domains`'; this module runs the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpsql.columns import KEY
 from dpsql.errors import Error, NotSupportedError
@@ -16,11 +16,8 @@ from dpsql.result import Result, assemble
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.partition_selection import count_released_with
 
-if TYPE_CHECKING:
-    from dpsql.session import Session
 
-
-def needed(session: "Session", compiled: Any, sql: str, params, weight: float) -> KeySelection | None:
+def needed(session, compiled: Any, sql: str, params, weight: float) -> KeySelection | None:
     """What partition selection a compiled query needs first: its unreleased key column's, or, grouped by a
     released key column alone over rows no release of it has counted, the selection that grows it."""
     if not isinstance(compiled, CompiledQuery):
@@ -43,12 +40,12 @@ def needed(session: "Session", compiled: Any, sql: str, params, weight: float) -
     return selection
 
 
-def _released_before(session: "Session", selection: KeySelection) -> int:
+def _released_before(session, selection: KeySelection) -> int:
     column = session.catalog.get(selection.table.name).column(selection.column)
     return len(column.values) if column.released else 0
 
 
-def release(session: "Session", selection: KeySelection, sql: str, params, weight: float) -> Result:
+def release(session, selection: KeySelection, sql: str, params, weight: float) -> Result:
     """Release keys by partition selection (the query share, and `key_delta` of δ), charged, then answer the
     query over the column's keys (free). Finding no key while the column has none answers no rows (charged
     all the same)."""
@@ -86,7 +83,7 @@ def release(session: "Session", selection: KeySelection, sql: str, params, weigh
     return result
 
 
-def explain(session: "Session", selection: KeySelection) -> Result:
+def explain(session, selection: KeySelection) -> Result:
     """EXPLAIN of a query that must release keys first: the partition selection, its threshold and cost."""
     s = session
     chosen = s.executor.selection(selection, s.query_share, s.key_delta)

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dpsql.budget import checked
 from dpsql.errors import ProgrammingError
 from dpsql.result import Result
 from dpsql.sql.statements import SetOption, ShowOption
 
-if TYPE_CHECKING:
-    from dpsql.session import Session
 
-
-def run(session: "Session", st: SetOption | ShowOption, params) -> list[Result]:
+def run(session, st: SetOption | ShowOption, params) -> list[Result]:
     if isinstance(st, ShowOption):
         return [show(session, st.name)]
     set_option(session, st.name, st.value)
@@ -21,14 +16,14 @@ def run(session: "Session", st: SetOption | ShowOption, params) -> list[Result]:
     return [Result(["setting", "value"], [(f"dpsql.{st.name}", value)], kind="status")]
 
 
-def describe(session: "Session", st: SetOption | ShowOption, params) -> Result:
+def describe(session, st: SetOption | ShowOption, params) -> Result:
     if isinstance(st, SetOption):
         return Result(["setting", "value"], [], kind="status", types=["VARCHAR", "VARCHAR"])
     shown = show(session, st.name)
     return Result(shown.columns, [], kind="status", types=shown.types)
 
 
-def set_option(session: "Session", name: str, value: float | str) -> None:
+def set_option(session, name: str, value: float | str) -> None:
     """One of the connection's settings (`dpsql.sql.statements` checked its name and value's form)."""
     s = session
     if name == "query_epsilon":
@@ -52,7 +47,7 @@ def set_option(session: "Session", name: str, value: float | str) -> None:
         s.objective = str(value)
 
 
-def set_key_delta(session: "Session", value: float) -> None:
+def set_key_delta(session, value: float) -> None:
     """The δ one release of keys spends: above 0 and below the ledger's δ."""
     if not 0 < value < session.ledger.delta:
         raise ProgrammingError(f"dpsql.key_delta must be above 0 and below the ledger's δ "
@@ -60,7 +55,7 @@ def set_key_delta(session: "Session", value: float) -> None:
     session.key_delta = value
 
 
-def show(session: "Session", name: str) -> Result:
+def show(session, name: str) -> Result:
     """`SHOW dpsql.<name>`: the budget (total, spent, remaining, the last charge) or a setting."""
     s = session
     if name == "budget":

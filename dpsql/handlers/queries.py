@@ -6,7 +6,7 @@ A DP query is compiled (`Session.compile`), takes the key-release detour where i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from sqlglot import exp
 
@@ -16,15 +16,12 @@ from dpsql.result import Result, assemble
 from dpsql.sql.compiler import parse_statement
 from dpsql.sql.statements import Sql, take_weight, without_parameters
 
-if TYPE_CHECKING:
-    from dpsql.session import Session
 
-
-def run(session: "Session", st: Sql, params) -> list[Result]:
+def run(session, st: Sql, params) -> list[Result]:
     return [query(session, st.sql, params)]
 
 
-def query(session: "Session", sql: str, params: Sequence[Any] | dict | None = None) -> Result:
+def query(session, sql: str, params: Sequence[Any] | dict | None = None) -> Result:
     """One statement: a DP query on a protected table, or plain SQL on public tables."""
     s = session
     sql, weight = take_weight(sql)
@@ -38,7 +35,7 @@ def query(session: "Session", sql: str, params: Sequence[Any] | dict | None = No
     return s.executor.answered(lambda: answers([compiled], results))[0]
 
 
-def describe(session: "Session", st: Sql, params) -> Result | None:
+def describe(session, st: Sql, params) -> Result | None:
     """The columns a query returns, without running it; None where they are known only once it runs (public
     SQL other than a query, or with parameters; a DP query whose parameters were not given)."""
     s = session

@@ -6,7 +6,7 @@ queries (`Session.queued`); SET and SHOW still run at once, other statements are
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from dpsql.budget import checked
 from dpsql.errors import NotSupportedError, ProgrammingError
@@ -15,11 +15,8 @@ from dpsql.post_processing import answers, parts_of
 from dpsql.result import Result
 from dpsql.sql.statements import BeginWorkload, Explain, Sql, take_weight
 
-if TYPE_CHECKING:
-    from dpsql.session import Session
 
-
-def run(session: "Session", st, params) -> list[Result]:
+def run(session, st, params) -> list[Result]:
     if isinstance(st, BeginWorkload):
         if session.workload is not None:
             raise ProgrammingError("a workload is already open; END WORKLOAD first")
@@ -32,7 +29,7 @@ def run(session: "Session", st, params) -> list[Result]:
     return run_workload(session, queries, begin)
 
 
-def queue(session: "Session", st, params) -> list[Result]:
+def queue(session, st, params) -> list[Result]:
     """A statement inside an open workload: a plain query joins it; anything else is refused."""
     if not isinstance(st, (Sql, Explain)):
         raise ProgrammingError("continual queries are created, emitted and shown outside a workload")
@@ -42,11 +39,11 @@ def queue(session: "Session", st, params) -> list[Result]:
     return []
 
 
-def describe(session: "Session", st, params) -> None:
+def describe(session, st, params) -> None:
     return None  # a workload's results are known at END WORKLOAD
 
 
-def run_workload(session: "Session", queries: list[str], begin: BeginWorkload,
+def run_workload(session, queries: list[str], begin: BeginWorkload,
                  weights: Sequence[float] | None = None) -> list[Result]:
     """Plan and measure a batch of queries jointly; one result per query.
 

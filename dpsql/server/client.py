@@ -22,7 +22,6 @@ import socket
 import ssl
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import duckdb
 import sqlglot
@@ -33,9 +32,6 @@ from dpsql.result import Result
 from dpsql.server import copy_out, parameters, pgcompat, wire
 from dpsql.server.auth import SCRAM, ScramExchange, Verifier
 from dpsql.sql.statements import split_statements
-
-if TYPE_CHECKING:
-    from dpsql.server.server import Server
 
 log = logging.getLogger("dpsql.server")
 
@@ -99,9 +95,10 @@ class Portal:
 
 
 class ClientConnection:
-    """The protocol state machine of one client connection."""
+    """The protocol state machine of one client connection, accepted by `server` (the listening
+    `dpsql.server.server.Server`, which imports this module: its profile, TLS and cancel registry)."""
 
-    def __init__(self, server: "Server", sock: socket.socket, address: str):
+    def __init__(self, server, sock: socket.socket, address: str):
         self.server = server
         self.sock = sock
         self.address = address

@@ -1,6 +1,7 @@
 """The shell's meta commands (`.tables`, `.schema`, `.budget`, `.mode`, ...).
 
-Each command takes the shell and the text after its name. Listings are
+Each command takes the running shell (`dpsql.shell.app.Shell`, which imports this module, so
+it is not imported back) and the text after its name. Listings are
 rendered like query results, so they follow `.mode` (e.g. `.budget` as CSV).
 """
 
@@ -8,27 +9,24 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
 from dpsql.errors import ProgrammingError
 from dpsql.formatting import MODES
 from dpsql.result import Result
 from dpsql.shell.schema import PROTECTED, find_table
 
-if TYPE_CHECKING:
-    from dpsql.shell.app import Shell
-
 _STATEMENT_WIDTH = 60
 
 
 @dataclass(frozen=True)
 class Command:
-    run: Callable[["Shell", str], None]
+    run: Callable[[Any, str], None]  # (the running `dpsql.shell.app.Shell`, the argument)
     usage: str
     summary: str
 
 
-def _help(shell: "Shell", arg: str) -> None:
+def _help(shell, arg: str) -> None:
     lines = ["Meta commands (one line each, no ';'):"]
     width = max(len(c.usage) for c in COMMANDS.values())
     lines += [f"  {c.usage:<{width}}  {c.summary}" for c in COMMANDS.values()]
@@ -44,13 +42,13 @@ def _help(shell: "Shell", arg: str) -> None:
     shell.note("\n".join(lines))
 
 
-def _tables(shell: "Shell", arg: str) -> None:
+def _tables(shell, arg: str) -> None:
     rows = [(t.name, t.kind + (" (DP answers only)" if t.kind == PROTECTED else ""), len(t.columns))
             for t in shell.tables()]
     shell.show_listing(Result(["name", "kind", "columns"], rows, kind="public"))
 
 
-def _schema(shell: "Shell", arg: str) -> None:
+def _schema(shell, arg: str) -> None:
     tables = shell.tables()
     if arg:
         table = find_table(tables, arg)
@@ -63,7 +61,7 @@ def _schema(shell: "Shell", arg: str) -> None:
         shell.show_listing(Result(["column", what], [(c.name, c.description) for c in table.columns], kind="public"))
 
 
-def _budget(shell: "Shell", arg: str) -> None:
+def _budget(shell, arg: str) -> None:
     session = shell.conn.session
     status = session.budget()
     shell.note(
@@ -91,13 +89,13 @@ def _rounded(x: float) -> float:
     return float(f"{x:.6g}")
 
 
-def _explain(shell: "Shell", arg: str) -> None:
+def _explain(shell, arg: str) -> None:
     if not arg:
         raise ProgrammingError("usage: .explain <query>")
     shell.run_sql("EXPLAIN " + arg.rstrip().rstrip(";"))
 
 
-def _dropped(shell: "Shell", arg: str) -> None:
+def _dropped(shell, arg: str) -> None:
     table, _, epsilon = arg.partition(" ")
     if not table:
         raise ProgrammingError("usage: .dropped TABLE [EPSILON]")
@@ -111,7 +109,7 @@ def _dropped(shell: "Shell", arg: str) -> None:
     shell.note_composition_once()
 
 
-def _mode(shell: "Shell", arg: str) -> None:
+def _mode(shell, arg: str) -> None:
     if not arg:
         shell.note(f"mode {shell.mode}")
         return
@@ -130,27 +128,27 @@ def _file_argument(arg: str, usage: str) -> tuple[str | None, bool]:
     return arg.strip() or None, overwrite
 
 
-def _output(shell: "Shell", arg: str) -> None:
+def _output(shell, arg: str) -> None:
     path, overwrite = _file_argument(arg, ".output [--overwrite] [FILE]")
     if path is None and overwrite:
         raise ProgrammingError("usage: .output [--overwrite] [FILE]")
     shell.redirect(path, overwrite)
 
 
-def _once(shell: "Shell", arg: str) -> None:
+def _once(shell, arg: str) -> None:
     path, overwrite = _file_argument(arg, ".once [--overwrite] FILE")
     if path is None:
         raise ProgrammingError("usage: .once [--overwrite] FILE")
     shell.redirect(path, overwrite, once=True)
 
 
-def _read(shell: "Shell", arg: str) -> None:
+def _read(shell, arg: str) -> None:
     if not arg:
         raise ProgrammingError("usage: .read FILE")
     shell.run_file(arg)
 
 
-def _import(shell: "Shell", arg: str) -> None:
+def _import(shell, arg: str) -> None:
     try:
         words = shlex.split(arg)
     except ValueError as e:
@@ -161,7 +159,7 @@ def _import(shell: "Shell", arg: str) -> None:
     shell.note(f"{rows} row{'' if rows == 1 else 's'} imported into {words[1]}")
 
 
-def _pager(shell: "Shell", arg: str) -> None:
+def _pager(shell, arg: str) -> None:
     if not arg:
         shell.note(f"pager {'on' if shell.pager else 'off'}")
         return
@@ -170,13 +168,13 @@ def _pager(shell: "Shell", arg: str) -> None:
     shell.pager = arg == "on"
 
 
-def _timer(shell: "Shell", arg: str) -> None:
+def _timer(shell, arg: str) -> None:
     if arg not in ("on", "off"):
         raise ProgrammingError("usage: .timer on|off")
     shell.timer = arg == "on"
 
 
-def _maxrows(shell: "Shell", arg: str) -> None:
+def _maxrows(shell, arg: str) -> None:
     if not arg:
         shell.note(f"maxrows {shell.max_rows} (0: no limit)")
         return
@@ -185,7 +183,7 @@ def _maxrows(shell: "Shell", arg: str) -> None:
     shell.max_rows = int(arg)
 
 
-def _quit(shell: "Shell", arg: str) -> None:
+def _quit(shell, arg: str) -> None:
     shell.done = True
 
 
@@ -211,7 +209,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def run_command(shell: "Shell", line: str) -> None:
+def run_command(shell, line: str) -> None:
     """Run one meta command line."""
     name, _, arg = line.strip().partition(" ")
     command = COMMANDS.get(name.lower())

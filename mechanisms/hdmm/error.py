@@ -7,7 +7,7 @@ supports, the expected total squared error is (McKenna's thesis, Prop. 9)
 
 with ‖Q‖_p the largest column Lp norm (p = 1: Laplace, p = 2: Gaussian) and v
 the noise variance per unit of sensitivity: 2/ε² for Laplace, σ² for Gaussian
-(σ from `analytic_gaussian_sigma` for (ε, δ), or 1/(2ρ) for ρ-zCDP). The
+(σ from the analytic Gaussian for (ε, δ), as the thesis' tables use, or 1/(2ρ) for ρ-zCDP). The
 functions here return the error at v = 1; multiply by v.
 
 The SVD bound (Li & Miklau; thesis Def. 12 and Thm. 3) is a lower bound on the

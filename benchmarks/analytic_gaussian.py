@@ -8,7 +8,8 @@ sensitivity Δ is (ε, δ)-DP if and only if
 The left side decreases in σ, so the exact calibration is a one-dimensional
 root find. It is tighter than the classical σ = Δ·sqrt(2 ln(1.25/δ))/ε and,
 for a single release, than going through zCDP; HDMM's published Gaussian
-tables (ε = 1, δ = 1e-6, σ ≈ 4.2247) use it.
+tables (ε = 1, δ = 1e-6, σ ≈ 4.2247) use it, which is why it lives here: the benchmark
+reproducing them calibrates as they did (dpsql's ledger composes in zCDP).
 """
 
 from __future__ import annotations
