@@ -61,6 +61,14 @@ class Refused(Exception):
 class Cancelled(errors.OperationalError):
     """The client asked to cancel the running statement."""
 
+    sqlstate = "57014"  # query_canceled
+
+
+class TransactionAborted(errors.InternalError):
+    """A statement in a transaction an error ended (until ROLLBACK), as PostgreSQL refuses it."""
+
+    sqlstate = "25P02"  # in_failed_sql_transaction
+
 
 class ChangedResultType(errors.NotSupportedError):
     """PostgreSQL's error (0A000, from its routine RevalidateCachedQuery) when a prepared statement's columns
@@ -366,14 +374,13 @@ class ClientConnection:
                 self._out.append(wire.NO_DATA)
             else:
                 prepared.columns, prepared.oids = list(shape.columns), pgcompat.result_oids(shape)
-                self._out.append(pgcompat.row_description(self._names(shape, prepared.sql), prepared.oids, []))
+                self._out.append(self._row_description(shape, prepared.sql))
             return
         portal = self._portal(name)
         shape = self._portal_shape(portal)
         if shape is not None and shape.columns:
             portal.columns, portal.oids = list(shape.columns), pgcompat.result_oids(shape)
-            self._out.append(pgcompat.row_description(self._names(shape, portal.prepared.sql), portal.oids,
-                                              portal.result_formats))
+            self._out.append(self._row_description(shape, portal.prepared.sql, portal.result_formats))
         else:
             portal.columns, portal.oids = [], []
             self._out.append(wire.NO_DATA)
@@ -489,8 +496,8 @@ class ClientConnection:
     def _client_statement(self, sql: str) -> pgcompat.ClientAnswer | None:
         answer = pgcompat.client_statement(sql, self.settings)
         if self.status == FAILED and not (answer is not None and answer.transaction in ("end", "recover")):
-            raise errors.InternalError("current transaction is aborted, commands ignored until end of "
-                                       "transaction block")
+            raise TransactionAborted("current transaction is aborted, commands ignored until end of transaction "
+                                     "block")
         return answer
 
     def _apply(self, answer: pgcompat.ClientAnswer) -> None:
@@ -511,8 +518,7 @@ class ClientConnection:
             workspace.bring_public()  # so that schema browsers list the public tables
             self._public_listed = True
         if pgcompat.reads_settings(sql):
-            workspace.prepare_for_clients([pgcompat.settings_view(pgcompat.with_dpsql_settings(
-                self.settings, self.connection.session.show))])
+            workspace.prepare_for_clients([pgcompat.settings_view(self.settings, self.connection.session.show)])
         try:
             return self.connection.session.execute(pgcompat.rewrite_catalog_sql(sql), params or None)
         except (errors.Error, duckdb.Error) as e:
@@ -555,7 +561,7 @@ class ClientConnection:
         self._apply(answer)
         if answer.columns:
             result = Result(list(answer.columns), [tuple(r) for r in answer.rows], kind="status")
-            self._out.append(pgcompat.row_description(result.columns, pgcompat.result_oids(result), []))
+            self._out.append(self._row_description(result, ""))
             self._send_rows(result, None, 0, len(result.rows))
         self._out.append(wire.command_complete(answer.tag))
 
@@ -565,14 +571,15 @@ class ClientConnection:
         matched = statements if len(statements) == len(results) else [""] * len(results)
         for result, sql in zip(results, matched):
             if result.columns:
-                self._out.append(pgcompat.row_description(self._names(result, sql), pgcompat.result_oids(result),
-                                                          []))
+                self._out.append(self._row_description(result, sql))
                 self._send_rows(result, None, 0, len(result.rows))
             self._out.append(wire.command_complete(pgcompat.command_tag(result, sql or statements[-1])))
 
-    def _names(self, result: Result, sql: str) -> list[str]:
-        """The columns' names as PostgreSQL gives them (`postgres_names`: `count`, not `COUNT(*)`)."""
-        return postgres_names(sql, result.columns, result.dp, self.connection.session.dialect)
+    def _row_description(self, result: Result, sql: str, formats: list[int] | None = None) -> bytes:
+        """The RowDescription of `result`, the answer to `sql`: its columns named as PostgreSQL names them
+        (`postgres_names`: `count`, not `COUNT(*)`)."""
+        names = postgres_names(sql, result.columns, result.dp, self.connection.session.dialect)
+        return pgcompat.row_description(names, pgcompat.result_oids(result), formats or [])
 
     def _send_rows(self, result: Result, portal: Portal | None, start: int, end: int) -> None:
         oids = portal.oids if portal is not None and portal.oids else pgcompat.result_oids(result)
@@ -585,7 +592,7 @@ class ClientConnection:
                 self._flush(b"")
 
     def _error(self, e: Exception) -> None:
-        sqlstate = "57014" if isinstance(e, Cancelled) else next(s for cls, s in _SQLSTATES if isinstance(e, cls))
+        sqlstate = getattr(e, "sqlstate", None) or next(s for cls, s in _SQLSTATES if isinstance(e, cls))
         if self.status == IN_TRANSACTION:
             self.status = FAILED
         self._out.append(wire.error_response(sqlstate, str(e).splitlines()[0] if str(e) else type(e).__name__,

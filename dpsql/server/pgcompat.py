@@ -174,8 +174,8 @@ def catalog_setup(database: str, pid: int) -> list[str]:
         "0 AS datminmxid, 1663 AS dattablespace, 'C' AS datcollate, 'C' AS datctype, NULL::VARCHAR AS daticulocale, "
         "NULL::VARCHAR AS daticurules, NULL::VARCHAR AS datcollversion, NULL::VARCHAR[] AS datacl",
         # the analyst's tables and views only: never dpsql's own set-up (these views) nor DuckDB's
-        f"CREATE TEMP VIEW dpsql_pg_views AS SELECT schema_name AS schemaname, view_name AS viewname, "
-        f"'dpsql' AS viewowner, sql AS definition FROM duckdb_views() WHERE NOT internal AND NOT temporary",
+        "CREATE TEMP VIEW dpsql_pg_views AS SELECT schema_name AS schemaname, view_name AS viewname, "
+        "'dpsql' AS viewowner, sql AS definition FROM duckdb_views() WHERE NOT internal AND NOT temporary",
         "CREATE TEMP VIEW dpsql_information_schema_columns AS SELECT c.* REPLACE (coalesce(c.udt_schema, "
         f"'pg_catalog') AS udt_schema, coalesce(c.udt_name, {_UDT_NAME}) AS udt_name, coalesce(c.is_identity, 'NO') "
         "AS is_identity) FROM information_schema.columns AS c WHERE (c.table_schema, c.table_name) IN "
@@ -186,18 +186,16 @@ def catalog_setup(database: str, pid: int) -> list[str]:
         "NULL::TIMESTAMP AS rolvaliduntil, false AS rolreplication, false AS rolbypassrls",
     ] + [_empty_view(name, columns) for name, columns in _EMPTY_CATALOGS.items()]
 
-def settings_view(settings: dict[str, str]) -> str:
+def settings_view(settings: dict[str, str], show=None) -> str:
     """pg_settings (and so current_setting) as the connection's settings: the server's (`SETTINGS`, as the
-    client SET them) and dpsql's, never the workspace engine's. Made again before a statement reads them."""
+    client SET them) and dpsql's (`show`: the session's SHOW dpsql.<name>), never the workspace engine's.
+    Made again before a statement reads them."""
+    if show is not None:
+        settings = {**settings, **{f"dpsql.{name}": str(show(name).rows[0][0]) for name in DPSQL_SETTINGS}}
     rows = ", ".join(f"('{k}', '{v.replace(chr(39), chr(39) * 2)}')" for k, v in settings.items() if " " not in k)
     return ("CREATE OR REPLACE TEMP VIEW dpsql_pg_settings AS SELECT name, setting, NULL::VARCHAR AS unit, "
             "'dpsql' AS category, '' AS short_desc, 'string' AS vartype, 'session' AS source, setting AS boot_val, "
             f"setting AS reset_val FROM (VALUES {rows}) AS s(name, setting)")
-
-
-def with_dpsql_settings(settings: dict[str, str], show) -> dict[str, str]:
-    """The connection's settings and dpsql's (`show`: the session's SHOW dpsql.<name>), by name."""
-    return {**settings, **{f"dpsql.{name}": str(show(name).rows[0][0]) for name in DPSQL_SETTINGS}}
 
 
 _SETTINGS_READ = re.compile(r"\b(current_setting|pg_settings)\b", re.I)
@@ -304,7 +302,7 @@ _REPLACED = ["pg_class", "pg_index", "pg_database", "pg_description", "pg_type",
              *_EMPTY_CATALOGS]
 _COLUMNS_VIEW = re.compile(r"(?<![.\w\"])(\"?)information_schema\1\s*\.\s*(\"?)columns\2(?![\w\"])", re.I)
 _CATALOG_VIEW = re.compile(rf"(?<![.\w\"])(\"?)({'|'.join(_REPLACED)})\1(?![\w\"])", re.I)
-_LITERAL_REG_CAST = re.compile(r"('(?:[^']|'')*')\s*::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc)\b", re.I)
+_LITERAL_REG_CAST = re.compile(r"('(?:[^']|'')*'|\$\d+)\s*::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc)\b", re.I)
 _NAME_REG_CAST = re.compile(r"\bCAST\s*\(\s*(\$\d+|'(?:[^']|'')*')\s+AS\s+(?:pg_catalog\s*\.\s*)?"
                             r"(regclass|regtype|regproc)\s*\)", re.I)  # a name (literal or parameter) looked up
 _REG_CAST = re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(regclass|regtype|regproc|regnamespace|oid)\b", re.I)
