@@ -526,6 +526,8 @@ def decode_parameter(raw: bytes | None, oid: int, binary: bool):
         return int(number) if number == number.to_integral_value() else float(number)
     if oid == BOOL:
         return text.lower() in ("t", "true", "1", "on", "yes", "y")
+    if oid == DATE:  # PostgreSQL reads a date followed by a zone ("2024-01-31 +00", as JDBC sends one)
+        return dt.date.fromisoformat(text.split()[0])
     return text
 
 
