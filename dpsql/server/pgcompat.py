@@ -104,11 +104,12 @@ CATALOG_MACROS = [
         "|| setting_name || '\"') ELSE first(setting) END FROM dpsql_pg_settings WHERE lower(name) = lower(setting_name))"
         for args, missing in (("setting_name", ""), ("setting_name, missing_ok", " AND NOT missing_ok"))),
     # type names as PostgreSQL's format_type writes them (SQLAlchemy and others map these names to types)
-    "CREATE MACRO dpsql_format_type(id, modifier) AS (SELECT CASE typname WHEN 'int8' THEN 'bigint' "
+    "CREATE MACRO dpsql_format_type(id, modifier) AS coalesce((SELECT CASE typname WHEN 'int8' THEN 'bigint' "
     "WHEN 'int4' THEN 'integer' WHEN 'int2' THEN 'smallint' WHEN 'float8' THEN 'double precision' "
     "WHEN 'float4' THEN 'real' WHEN 'varchar' THEN 'character varying' WHEN 'bool' THEN 'boolean' "
     "WHEN 'timestamp' THEN 'timestamp without time zone' WHEN 'timestamptz' THEN 'timestamp with time zone' "
-    "WHEN 'time' THEN 'time without time zone' ELSE typname END FROM pg_catalog.pg_type WHERE oid = id)",
+    "WHEN 'time' THEN 'time without time zone' ELSE typname END FROM pg_catalog.pg_type WHERE oid = id), "
+    "CASE id WHEN 25 THEN 'text' WHEN 114 THEN 'json' WHEN 705 THEN 'unknown' END)",  # types DuckDB's lacks
     # PostgreSQL's variadic json_build_object as DuckDB's json_object, for up to 10 pairs (SQLAlchemy's reflection)
     "CREATE MACRO json_build_object" + ", ".join(
         "(" + ", ".join(f"a{i}" for i in range(n)) + ") AS json_object("
