@@ -30,6 +30,14 @@ def _queries(conn, people) -> None:
     assert list(result.keys()) == ["count"]  # named as PostgreSQL names it
     rows = conn.execute(sqlalchemy.text(LARGE)).fetchall()
     assert len(rows) == LARGE_ROWS and tuple(rows[0]) == (1, "row 1") and rows[-1].i == LARGE_ROWS
+    conn.exec_driver_sql("SET dpsql.stderr = on")
+    # (a statement +asyncpg prepared before the SET would now answer InvalidCachedStatementError once, as after
+    # a schema change in PostgreSQL: its columns changed)
+    result = conn.execute(sqlalchemy.text("SELECT COUNT(*) FROM people WHERE age >= 18"))
+    assert list(result.keys()) == ["count", "count_stderr"]
+    budget = {row.budget: row for row in conn.execute(sqlalchemy.text("SHOW dpsql.budget"))}
+    assert budget["total"].epsilon == pytest.approx(2.0) and budget["spent"].epsilon > 0
+    conn.exec_driver_sql("SET dpsql.stderr = off")
 
 
 @pytest.mark.parametrize("driver", ["psycopg", "psycopg2"])
