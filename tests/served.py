@@ -24,7 +24,7 @@ sex = { type = "categorical", values = ["F", "M"] }
 """
 
 # A large result every client suite fetches (public SQL: no budget spent), checked complete and in order
-LARGE_ROWS = 50_000
+LARGE_ROWS = 20_000
 LARGE = f"SELECT i::INTEGER AS i, 'row ' || i AS label FROM generate_series(1, {LARGE_ROWS}) AS t(i) ORDER BY i"
 # A cancelled statement: long enough that only a cancel stops it
 SLOW = "SELECT COUNT(*) FROM range(1000000000000) a"
