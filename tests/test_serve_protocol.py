@@ -91,6 +91,8 @@ def test_catalog_queries_of_bi_tools_are_rewritten_for_the_workspace():
         "SELECT has_table_privilege('t', 'select') AS \"select\", 1 AS x FROM pg_tables"
     assert rewrite("SELECT pg_catalog.current_setting('TimeZone'), name FROM pg_catalog.pg_settings") == \
         "SELECT dpsql_current_setting('TimeZone'), name FROM dpsql_pg_settings"
+    assert rewrite('SELECT system.main.current_setting(\'temp_directory\'), "current_setting"(\'x\') FROM pg_class') == \
+        "SELECT dpsql_current_setting('temp_directory'), dpsql_current_setting('x') FROM dpsql_pg_class"
     assert pgcompat.reads_settings("select current_setting('x')") and not pgcompat.reads_settings("SELECT 1")
 
 

@@ -298,7 +298,7 @@ _JSON_BUILD = re.compile(r"\bjsonb_build_object\s*\(", re.I)
 # a keyword as a column alias (PostgreSQL takes any word after AS; Metabase names a column `select`): quoted
 _KEYWORD_ALIAS = re.compile(r"\bAS\s+(select|from|where|group|order|having|limit|offset|union)\b(?=\s*(?:,|\bfrom\b|\)|$))",
                             re.I)
-_CURRENT_SETTING = re.compile(r"(?<![.\w])current_setting\s*\(", re.I)
+_CURRENT_SETTING = re.compile(r"(?<![.\w\"])(?:\"?\w+\"?\s*\.\s*){0,2}\"?current_setting\"?\s*\(", re.I)  # qualified too
 _REPLACED = ["pg_class", "pg_index", "pg_database", "pg_description", "pg_type", "pg_settings", "pg_roles", "pg_views",
              *_EMPTY_CATALOGS]
 _COLUMNS_VIEW = re.compile(r"(?<![.\w\"])(\"?)information_schema\1\s*\.\s*(\"?)columns\2(?![\w\"])", re.I)
