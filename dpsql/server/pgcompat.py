@@ -5,8 +5,9 @@ statements about the server itself — `SET extra_float_digits = 3`, `SHOW trans
 level`, `BEGIN`/`COMMIT`, `SELECT pg_catalog.version()` — and reads values in PostgreSQL's
 text format with PostgreSQL type OIDs. This module answers those itself (`client_statement`),
 adapts catalog queries to the analyst's workspace, whose DuckDB emulates most of `pg_catalog`
-(`rewrite_catalog_sql`, `CATALOG_MACROS`), and encodes values (`type_oid`, `encode_text`,
-`decode_parameter`).
+(`rewrite_catalog_sql`, `CATALOG_MACROS`: what psql, JDBC, SQLAlchemy, Metabase and Superset ask),
+answers current_setting() and pg_settings from the connection's settings (`settings_view`), and encodes
+values (`type_oid`, `encode_text`, `decode_parameter`, `row_description`).
 
 To support a new client: capture what it sends (the server logs failed statements at
 DEBUG level on `dpsql.server`), then add the setting to `SETTINGS`, the statement shape
