@@ -31,7 +31,8 @@ from dpsql.output_files import OutputFiles
 from dpsql.profile import Profile
 from dpsql.result import Result
 from dpsql.session import BudgetStatus, Session
-from dpsql.sql.statements import OBJECTIVE_NAMES, BeginWorkload
+from dpsql.sql.column_names import postgres_names
+from dpsql.sql.statements import OBJECTIVE_NAMES, BeginWorkload, split_statements
 from dpsql.workspace import DataTables, Workspace
 
 DEFAULT_EPSILON = 1.0
@@ -309,6 +310,7 @@ class Cursor:
         self.connection = connection
         self.arraysize = 1
         self._results: list[Result] = []
+        self._statements: list[str] = []  # the statement of each result, where they pair up one to one
         self._index = 0
         self._pos = 0
         self._closed = False
@@ -329,11 +331,15 @@ class Cursor:
     @property
     def description(self) -> list[tuple] | None:
         """A (name, type_code, None, None, None, None, None) tuple per column of the result set
-        (None without one); a type code compares equal to its kind: `dpsql.STRING`, `dpsql.NUMBER`..."""
+        (None without one); a type code compares equal to its kind: `dpsql.STRING`, `dpsql.NUMBER`... Names are
+        PostgreSQL's (`count` for COUNT(*): `dpsql.sql.column_names`)."""
         r = self.result
         if r is None:
             return None
-        return [(name, t, None, None, None, None, None) for name, t in zip(r.columns, _column_types(r))]
+        names = r.columns
+        if self._index < len(self._statements):
+            names = postgres_names(self._statements[self._index], r.columns, r.dp, self.connection.session.dialect)
+        return [(name, t, None, None, None, None, None) for name, t in zip(names, _column_types(r))]
 
     @property
     def rowcount(self) -> int:
@@ -358,6 +364,8 @@ class Cursor:
             self._hold([])
             raise OperationalError(str(e).splitlines()[0]) from None
         self._hold(results)
+        statements = split_statements(operation)
+        self._statements = statements if len(statements) == len(results) else []
         return self
 
     def executemany(self, operation: str, seq_of_parameters: Iterable[Sequence[Any] | dict]) -> "Cursor":
@@ -374,7 +382,7 @@ class Cursor:
         return self
 
     def _hold(self, results: list[Result]) -> None:
-        self._results, self._index, self._pos = results, 0, 0
+        self._results, self._index, self._pos, self._statements = results, 0, 0, []
 
     # --- fetching --------------------------------------------------------------
     def _rows(self) -> list[tuple]:

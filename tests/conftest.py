@@ -19,10 +19,12 @@ os.environ["DPSQL_CACHE_DIR"] = tempfile.mkdtemp(prefix="dpsql-test-cache-")
 
 @pytest.fixture(scope="session")
 def census_server(tmp_path_factory):
-    """A running `dpsql serve` of the census deployment (tests/served.py), shared by the client tests."""
+    """A running `dpsql serve` of the census deployment (tests/served.py), shared by the client tests: with TLS
+    required (a self-signed certificate) where openssl can make one, so that every client connects with TLS."""
     from served import census
 
     server = census(tmp_path_factory.mktemp("clients"))
+    server.require_tls()
     server.start()
     yield server
     server.stop()

@@ -4,7 +4,9 @@ tests/test_clients_*.py): the census database, its catalog and a profile with an
 from __future__ import annotations
 
 import re
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,12 @@ age = { type = "integer", min = 0, max = 99 }
 sex = { type = "categorical", values = ["F", "M"] }
 """
 
+# A large result every client suite fetches (public SQL: no budget spent), checked complete and in order
+LARGE_ROWS = 20_000
+LARGE = f"SELECT i::INTEGER AS i, 'row ' || i AS label FROM generate_series(1, {LARGE_ROWS}) AS t(i) ORDER BY i"
+# A cancelled statement: long enough that only a cancel stops it
+SLOW = "SELECT COUNT(*) FROM range(1000000000000) a"
+
 
 class Served:
     """A running `dpsql serve` and what it serves."""
@@ -30,6 +38,27 @@ class Served:
         self.profile = profile or root / "profile.toml"
         self.process: subprocess.Popen | None = None
         self.port = 0
+        self.tls = False  # TLS required (`require_tls`): clients connect with sslmode=require
+
+    def require_tls(self) -> bool:
+        """Serve with a fresh self-signed certificate (TLS then required); False where openssl is missing."""
+        if shutil.which("openssl") is None:
+            return False
+        cert, key = self.root / "server.crt", self.root / "server.key"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=localhost", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+        self.profile.write_text(self.profile.read_text().replace(
+            'listen = "127.0.0.1:0"', f'listen = "127.0.0.1:0"\ntls_cert = "{cert}"\ntls_key = "{key}"'))
+        self.tls = True
+        return True
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client context for the test certificate (encrypted, not verified: it is self-signed)."""
+        if not self.tls:
+            return None
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        return context
 
     def start(self) -> None:
         self.process = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(self.profile)],
@@ -46,10 +75,12 @@ class Served:
         self.process = None
 
     def dsn(self, user: str = "alice", password: str = "alice-pw") -> str:
-        return f"host=127.0.0.1 port={self.port} user={user} password={password} dbname=census"
+        tls = " sslmode=require" if self.tls else ""
+        return f"host=127.0.0.1 port={self.port} user={user} password={password} dbname=census{tls}"
 
     def url(self, user: str = "alice", password: str = "alice-pw", driver: str = "psycopg") -> str:
-        return f"postgresql+{driver}://{user}:{password}@127.0.0.1:{self.port}/census"
+        tls = ("?ssl=require" if driver == "asyncpg" else "?sslmode=require") if self.tls else ""
+        return f"postgresql+{driver}://{user}:{password}@127.0.0.1:{self.port}/census{tls}"
 
     def ledger(self) -> Ledger:
         return Ledger.existing(str(self.root / "census.duckdb.dpsql-state"))

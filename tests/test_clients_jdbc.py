@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from served import LARGE, LARGE_ROWS
 
 SOURCE = Path(__file__).parent / "clients" / "JdbcClient.java"
 JAR = os.environ.get("DPSQL_JDBC_JAR", "/usr/share/java/postgresql.jar")
@@ -33,8 +34,11 @@ def _run(command: list[str], *args: str) -> dict[str, str]:
 
 
 def test_jdbc_queries_parameters_errors_and_metadata(census_server, jdbc_client):
-    seen = _run(jdbc_client, str(census_server.port))
+    # over TLS where the server requires it (sslmode=require: encrypted; the test certificate is self-signed)
+    seen = _run(jdbc_client, str(census_server.port), "?sslmode=require" if census_server.tls else "", LARGE)
     assert seen["typed"] == "[F, M]" and seen["string"] == "true" and seen["untyped"] == "true"
+    assert seen["named"] == "count" and seen["values"] == "3.0,2024-02-01,true"
+    assert seen["large"] == f"{LARGE_ROWS} 1:row 1 {LARGE_ROWS}:row {LARGE_ROWS}"  # all of it, in portions
     assert seen["batch"] == "refused"  # the CHECK fails in the middle of the batch ...
     assert seen["error"] == "42601" and seen["after_error"] == "1"  # ... and the connection goes on
     assert seen["cancel"] == "57014"  # query_canceled, and the connection goes on

@@ -54,6 +54,16 @@ def test_dp_query_returns_every_group_with_stderr_and_ci(conn):
     assert cur.result.ci(0.99)[0][1][1] - cur.result.ci(0.99)[0][1][0] > cur.result.ci(0.9)[0][1][1] - cur.result.ci(0.9)[0][1][0]
 
 
+def test_description_names_columns_as_postgresql_does(conn):
+    cur = conn.cursor()
+    cur.execute("SELECT region, COUNT(*), AVG(income) FROM people GROUP BY region")
+    assert [d[0] for d in cur.description] == ["region", "count", "avg"]  # as psycopg over `dpsql serve` tells them
+    assert cur.result.columns == ["region", "COUNT(*)", "AVG(income)"]  # the result (and the shell) keep the text
+    cur.execute("SELECT COUNT(*) FROM (VALUES (1), (2)) AS t(x); SELECT 1 + 1")  # public SQL, one result each
+    assert [d[0] for d in cur.description] == ["count"] and cur.fetchall() == [(2,)]
+    assert cur.nextset() and [d[0] for d in cur.description] == ["?column?"]
+
+
 def test_fetch_methods(conn):
     cur = conn.cursor()
     cur.execute("SELECT region, COUNT(*) FROM people GROUP BY region")

@@ -61,3 +61,40 @@ def test_binary_formats_round_trip(value, oid, back):
 def test_binary_numeric_is_postgres_layout():
     # 1234.5 = 1234 * 10000^0 + 5000 * 10000^-1: two base-10000 digits, weight 0, positive, scale 1
     assert binary.encode(decimal.Decimal("1234.5"), binary.NUMERIC) == bytes.fromhex("0002 0000 0000 0001 04d2 1388")
+
+
+def test_columns_are_named_as_postgresql_names_them():
+    from dpsql.sql.column_names import postgres_names
+
+    sql = ("SELECT COUNT(*), sum(x), AVG(x) FILTER (WHERE y > 0), t.a, a AS \"Given\", 1 + 1, x::int, '1'::int, "
+           "CASE WHEN a THEN 1 END, coalesce(a, b), pg_catalog.version(), current_setting('TimeZone'), "
+           "(SELECT 2 AS two), row_number() OVER () FROM t")
+    assert postgres_names(sql, ["?"] * 14) == ["count", "sum", "avg", "a", "Given", "?column?", "x", "int4", "case",
+                                               "coalesce", "version", "current_setting", "two", "row_number"]
+    by_sex = "SELECT sex, COUNT(*) FROM people GROUP BY sex"
+    assert postgres_names(by_sex, ["sex", "COUNT(*)", "COUNT(*)_stderr"], [False, True, False]) == \
+        ["sex", "count", "count_stderr"]  # a standard error column follows its column
+    for sql, columns in (("SELECT * FROM t", ["a", "b"]), ("SHOW dpsql.budget", ["budget"]),
+                         ("SELECT a, b FROM t", ["a"]), ("not sql at all", ["x"])):
+        assert postgres_names(sql, columns) == columns  # cannot be matched to a select list: unchanged
+
+
+def test_catalog_queries_of_bi_tools_are_rewritten_for_the_workspace():
+    rewrite = pgcompat.rewrite_catalog_sql
+    assert rewrite('SELECT "c"."relname" FROM "pg_catalog"."pg_class" AS "c" WHERE "c"."relname" = \'pg_class\'') == \
+        'SELECT "c"."relname" FROM dpsql_pg_class AS "c" WHERE "c"."relname" = \'pg_class\''
+    assert rewrite("SELECT col_description(CAST(CAST(FORMAT('%I.%I', s, t) AS REGCLASS) AS OID), 1) FROM pg_class") == \
+        "SELECT col_description(CAST(to_regclass(printf('%s.%s', s, t)) AS BIGINT), 1) FROM dpsql_pg_class"
+    assert rewrite("SELECT CAST($2::REGCLASS AS REGCLASS), CAST(c.oid AS regclass) FROM pg_class c") == \
+        "SELECT CAST(to_regclass($2) AS BIGINT), CAST(c.oid AS BIGINT) FROM dpsql_pg_class c"
+    assert rewrite("SELECT has_table_privilege('t', 'select') AS select, 1 AS x FROM pg_tables") == \
+        "SELECT has_table_privilege('t', 'select') AS \"select\", 1 AS x FROM pg_tables"
+    assert rewrite("SELECT pg_catalog.current_setting('TimeZone'), name FROM pg_catalog.pg_settings") == \
+        "SELECT dpsql_current_setting('TimeZone'), name FROM dpsql_pg_settings"
+    assert rewrite('SELECT system.main.current_setting(\'temp_directory\'), "current_setting"(\'x\') FROM pg_class') == \
+        "SELECT dpsql_current_setting('temp_directory'), dpsql_current_setting('x') FROM dpsql_pg_class"
+    assert pgcompat.reads_settings("select current_setting('x')") and not pgcompat.reads_settings("SELECT 1")
+
+
+def test_dates_may_carry_a_zone_as_postgresql_reads_them():
+    assert pgcompat.decode_parameter(b"2024-01-31 +00", pgcompat.DATE, False) == dt.date(2024, 1, 31)

@@ -31,6 +31,7 @@ from dpsql.dbapi import Connection, _connect_profile
 from dpsql.result import Result
 from dpsql.server import copy_out, parameters, pgcompat, wire
 from dpsql.server.auth import SCRAM, ScramExchange, Verifier
+from dpsql.sql.column_names import postgres_names
 from dpsql.sql.statements import split_statements
 
 log = logging.getLogger("dpsql.server")
@@ -55,6 +56,14 @@ class Refused(Exception):
 
 class Cancelled(errors.OperationalError):
     """The client asked to cancel the running statement."""
+
+    sqlstate = "57014"  # query_canceled
+
+
+class TransactionAborted(errors.InternalError):
+    """A statement in a transaction an error ended (until ROLLBACK), as PostgreSQL refuses it."""
+
+    sqlstate = "25P02"  # in_failed_sql_transaction
 
 
 class ChangedResultType(errors.NotSupportedError):
@@ -200,7 +209,7 @@ class ClientConnection:
         except errors.Error as e:
             raise Refused("28000", str(e)) from None
         session = self.connection.session
-        session.workspace.prepare_for_clients(pgcompat.catalog_setup(params.get("database") or name))
+        session.workspace.prepare_for_clients(pgcompat.catalog_setup(params.get("database") or name, self.pid))
         session.before_charge = self._before_charge
         session.cancelled = lambda: self._cancel
         self.settings["application_name"] = params.get("application_name", "")
@@ -278,7 +287,7 @@ class ClientConnection:
                     group.append(text)
                     continue
                 if group:
-                    self._send_results(self._run(";\n".join(group), []), group[-1])
+                    self._send_results(self._run(";\n".join(group), []), group)
                     group = []
                 if copy is not None:
                     self._copy_out(copy)
@@ -361,14 +370,14 @@ class ClientConnection:
                 prepared.columns, prepared.oids = None, []
                 self._out.append(wire.NO_DATA)
             else:
-                prepared.columns, prepared.oids = list(shape.columns), _oids(shape)
-                self._out.append(_row_description(shape.columns, prepared.oids, []))
+                prepared.columns, prepared.oids = list(shape.columns), pgcompat.result_oids(shape)
+                self._out.append(self._row_description(shape, prepared.sql))
             return
         portal = self._portal(name)
         shape = self._portal_shape(portal)
         if shape is not None and shape.columns:
-            portal.columns, portal.oids = list(shape.columns), _oids(shape)
-            self._out.append(_row_description(shape.columns, portal.oids, portal.result_formats))
+            portal.columns, portal.oids = list(shape.columns), pgcompat.result_oids(shape)
+            self._out.append(self._row_description(shape, portal.prepared.sql, portal.result_formats))
         else:
             portal.columns, portal.oids = [], []
             self._out.append(wire.NO_DATA)
@@ -479,13 +488,13 @@ class ClientConnection:
         `pgcompat.BINARY_RESULTS`.)"""
         shape = self._described(portal.prepared.sql)
         if shape is not None:
-            _formats(portal.result_formats, len(shape.columns))
+            pgcompat.result_formats(portal.result_formats, len(shape.columns))
 
     def _client_statement(self, sql: str) -> pgcompat.ClientAnswer | None:
         answer = pgcompat.client_statement(sql, self.settings)
         if self.status == FAILED and not (answer is not None and answer.transaction in ("end", "recover")):
-            raise errors.InternalError("current transaction is aborted, commands ignored until end of "
-                                       "transaction block")
+            raise TransactionAborted("current transaction is aborted, commands ignored until end of transaction "
+                                     "block")
         return answer
 
     def _apply(self, answer: pgcompat.ClientAnswer) -> None:
@@ -501,9 +510,12 @@ class ClientConnection:
     def _run(self, sql: str, params: list) -> list[Result]:
         """Statements on the analyst's session (DP queries, public SQL, dpsql's own statements)."""
         self._cancel = False
+        workspace = self.connection.session.workspace
         if not self._public_listed and pgcompat.reads_catalog(sql):
-            self.connection.session.workspace.bring_public()  # so that schema browsers list the public tables
+            workspace.bring_public()  # so that schema browsers list the public tables
             self._public_listed = True
+        if pgcompat.reads_settings(sql):
+            workspace.prepare_for_clients([pgcompat.settings_view(self.settings, self.connection.session.show)])
         try:
             return self.connection.session.execute(pgcompat.rewrite_catalog_sql(sql), params or None)
         except (errors.Error, duckdb.Error) as e:
@@ -546,22 +558,29 @@ class ClientConnection:
         self._apply(answer)
         if answer.columns:
             result = Result(list(answer.columns), [tuple(r) for r in answer.rows], kind="status")
-            self._out.append(_row_description(result.columns, _oids(result), []))
+            self._out.append(self._row_description(result, ""))
             self._send_rows(result, None, 0, len(result.rows))
         self._out.append(wire.command_complete(answer.tag))
 
-    def _send_results(self, results: list[Result], last_sql: str) -> None:
+    def _send_results(self, results: list[Result], statements: list[str]) -> None:
         if not results:
-            self._out.append(wire.command_complete(pgcompat.command_tag(None, last_sql)))
-        for result in results:
+            self._out.append(wire.command_complete(pgcompat.command_tag(None, statements[-1])))
+        matched = statements if len(statements) == len(results) else [""] * len(results)
+        for result, sql in zip(results, matched):
             if result.columns:
-                self._out.append(_row_description(result.columns, _oids(result), []))
+                self._out.append(self._row_description(result, sql))
                 self._send_rows(result, None, 0, len(result.rows))
-            self._out.append(wire.command_complete(pgcompat.command_tag(result, last_sql)))
+            self._out.append(wire.command_complete(pgcompat.command_tag(result, sql or statements[-1])))
+
+    def _row_description(self, result: Result, sql: str, formats: list[int] | None = None) -> bytes:
+        """The RowDescription of `result`, the answer to `sql`: its columns named as PostgreSQL names them
+        (`postgres_names`: `count`, not `COUNT(*)`)."""
+        names = postgres_names(sql, result.columns, result.dp, self.connection.session.dialect)
+        return pgcompat.row_description(names, pgcompat.result_oids(result), formats or [])
 
     def _send_rows(self, result: Result, portal: Portal | None, start: int, end: int) -> None:
-        oids = portal.oids if portal is not None and portal.oids else _oids(result)
-        formats = _formats(portal.result_formats if portal else [], len(result.columns))
+        oids = portal.oids if portal is not None and portal.oids else pgcompat.result_oids(result)
+        formats = pgcompat.result_formats(portal.result_formats if portal else [], len(result.columns))
         for row in result.rows[start:end]:
             self._out.append(wire.data_row(
                 pgcompat.encode_binary(v, oid) if fmt == 1 else pgcompat.encode_text(v)
@@ -570,29 +589,9 @@ class ClientConnection:
                 self._flush(b"")
 
     def _error(self, e: Exception) -> None:
-        sqlstate = "57014" if isinstance(e, Cancelled) else next(s for cls, s in _SQLSTATES if isinstance(e, cls))
+        sqlstate = getattr(e, "sqlstate", None) or next(s for cls, s in _SQLSTATES if isinstance(e, cls))
         if self.status == IN_TRANSACTION:
             self.status = FAILED
         self._out.append(wire.error_response(sqlstate, str(e).splitlines()[0] if str(e) else type(e).__name__,
                                              detail=getattr(e, "detail", ""), routine=getattr(e, "routine", "")))
 
-
-def _oids(result: Result) -> list[int]:
-    """The type OIDs a result's columns are told and sent as (text where its type is not known)."""
-    oids = [pgcompat.type_oid(t) for t in (result.types or [])] + [pgcompat.TEXT] * len(result.columns)
-    return oids[:len(result.columns)]
-
-
-def _row_description(columns: list[str], oids: list[int], result_formats: list[int]) -> bytes:
-    return wire.row_description([wire.Field(name, oid, pgcompat.type_size(oid), fmt) for name, oid, fmt
-                                 in zip(columns, oids, _formats(result_formats, len(columns)))])
-
-
-def _formats(requested: list[int], n: int) -> list[int]:
-    if not requested:
-        return [0] * n
-    if len(requested) == 1:
-        return requested * n
-    if len(requested) != n:
-        raise wire.ProtocolError("result format codes do not match the columns")
-    return requested

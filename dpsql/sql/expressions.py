@@ -96,7 +96,13 @@ def literal_value(node: exp.Expression):
         except ValueError:
             return float(text)
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal):
-        return literal_value(node.this)
+        value = literal_value(node.this)
+        if isinstance(value, str) and node.to.is_type(*exp.DataType.NUMERIC_TYPES):  # '25'::int, as clients write
+            try:
+                return int(value) if node.to.is_type(*exp.DataType.INTEGER_TYPES) else float(value)
+            except ValueError:
+                raise ProgrammingError(f"{node.sql()!r} is not a valid {node.to.sql()}") from None
+        return value
     if isinstance(node, exp.Boolean):
         return bool(node.this)
     raise ProgrammingError(f"expected a literal, got {node.sql()!r}")

@@ -1,4 +1,5 @@
 // The PostgreSQL JDBC driver against `dpsql serve` (tests/test_clients_jdbc.py): prints "name<TAB>value" lines.
+// Arguments: the port, the URL's parameters (e.g. "?sslmode=require"), the large query.
 import java.sql.*;
 import java.util.*;
 
@@ -12,7 +13,7 @@ public class JdbcClient {
     }
 
     public static void main(String[] args) throws Exception {
-        String url = "jdbc:postgresql://127.0.0.1:" + args[0] + "/census" + (args.length > 1 ? args[1] : "");
+        String url = "jdbc:postgresql://127.0.0.1:" + args[0] + "/census" + args[1];
         try (Connection c = DriverManager.getConnection(url, "alice", "alice-pw")) {
             // typed parameters, executed often enough that the driver switches to a named prepared statement
             try (PreparedStatement p = c.prepareStatement(
@@ -25,6 +26,17 @@ public class JdbcClient {
                 p.setString(1, "F");
                 ResultSet rs = p.executeQuery(); rs.next();
                 show("string", rs.getDouble("n") > 0);
+            }
+            try (PreparedStatement p = c.prepareStatement("SELECT COUNT(*) FROM people WHERE sex = ?")) {
+                p.setString(1, "M");
+                ResultSet rs = p.executeQuery(); rs.next();
+                show("named", rs.getMetaData().getColumnName(1));
+            }
+            try (PreparedStatement p = c.prepareStatement("SELECT ? * 2 AS x, CAST(? AS DATE) + 1 AS d, ? AS b")) {
+                p.setDouble(1, 1.5); p.setBoolean(3, true);  // the driver sends a date untyped: cast here
+                p.setDate(2, java.sql.Date.valueOf("2024-01-31"));
+                ResultSet rs = p.executeQuery(); rs.next();
+                show("values", rs.getDouble("x") + "," + rs.getDate("d") + "," + rs.getBoolean("b"));
             }
             try (PreparedStatement p = c.prepareStatement("SELECT COUNT(*) AS n FROM people WHERE age > ?::int")) {
                 p.setObject(1, "25", Types.OTHER);  // untyped text, as with stringtype=unspecified
@@ -56,6 +68,19 @@ public class JdbcClient {
                 rs.next();
                 show("budget", rs.getString("budget") + "=" + rs.getDouble("epsilon"));
             }
+            c.setAutoCommit(false);  // with a fetch size, the driver reads the rows in portions (a suspended portal)
+            try (Statement s = c.createStatement()) {
+                s.setFetchSize(5000);
+                ResultSet rs = s.executeQuery(args[2]);
+                int count = 0; String first = null, last = null;
+                while (rs.next()) {
+                    last = rs.getInt(1) + ":" + rs.getString(2);
+                    if (count++ == 0) first = last;
+                }
+                show("large", count + " " + first + " " + last);
+            }
+            c.commit();
+            c.setAutoCommit(true);
             DatabaseMetaData md = c.getMetaData();
             show("catalogs", column(md.getCatalogs(), "TABLE_CAT"));
             show("schemas", column(md.getSchemas(), "TABLE_SCHEM"));
