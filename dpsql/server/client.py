@@ -22,12 +22,14 @@ import socket
 import ssl
 import struct
 from dataclasses import dataclass, field
+from functools import partial
 
 import duckdb
 import sqlglot
 
 from dpsql import errors
 from dpsql.dbapi import Connection, _connect_profile
+from dpsql.handlers.options import show
 from dpsql.result import Result
 from dpsql.server import copy_out, parameters, pgcompat, wire
 from dpsql.server.auth import SCRAM, ScramExchange, Verifier
@@ -515,7 +517,7 @@ class ClientConnection:
             workspace.bring_public()  # so that schema browsers list the public tables
             self._public_listed = True
         if pgcompat.reads_settings(sql):
-            workspace.prepare_for_clients([pgcompat.settings_view(self.settings, self.connection.session.show)])
+            workspace.prepare_for_clients([pgcompat.settings_view(self.settings, partial(show, self.connection.session))])
         try:
             return self.connection.session.execute(pgcompat.rewrite_catalog_sql(sql), params or None)
         except (errors.Error, duckdb.Error) as e:
