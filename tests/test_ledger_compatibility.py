@@ -63,3 +63,31 @@ def test_every_structured_strategy_is_stored_by_kind():
     described = {c.__name__: c.__module__ for c in subclasses(Matrix) if "spec" in vars(c) or any(
         "spec" in vars(base) for base in c.__mro__[1:-1] if base is not Matrix)}
     assert described == {name: STORED_KINDS[name] for name in described}
+
+
+def test_a_ledger_of_release_0_2_answers_free_and_the_same(tmp_path):
+    """Written before the house step (`tests/data/make_release_ledger.py`: keys stored as a bare list, the
+    handlers still in the session): every query is answered again from it, free, with the same values."""
+    import json
+
+    import dpsql
+    from tests.data.make_release_ledger import CATALOG, QUERIES, ask, write_people
+
+    data = Path(__file__).parent / "data"
+    state = tmp_path / "ledger.dpsql-state"
+    shutil.copy(data / "ledger-0.2.dpsql-state", state)
+    write_people(str(tmp_path / "people.duckdb"))
+    conn = dpsql.connect(str(tmp_path / "people.duckdb"), catalog=CATALOG, state=str(state), epsilon=20.0,
+                         delta=1e-6, query_epsilon=1.0)
+    ledger = conn.session.ledger
+    assert ledger.verify() == [] and ledger.key_sets() == {("people", "city"): tuple(f"city-{i}" for i in range(5))}
+    spent = ledger.spent()
+    cur = conn.cursor()
+    for sql, expected in zip(QUERIES, json.loads((data / "ledger-0.2.answers.json").read_text())):
+        got = ask(cur, sql)
+        assert [[[v for v in row if isinstance(v, str)] for row in s] for s in got] == \
+            [[[v for v in row if isinstance(v, str)] for row in s] for s in expected], sql
+        numbers = [float(v) for s in got for row in s for v in row if isinstance(v, (int, float))]
+        wanted = [float(v) for s in expected for row in s for v in row if isinstance(v, (int, float))]
+        assert np.allclose(numbers, wanted, rtol=1e-9, atol=1e-9), sql
+    assert ledger.spent() == spent
