@@ -138,6 +138,14 @@ _FACTORIAL_RUN = 12  # 12! < 2**32: one draw of 4 bytes holds j_2 .. j_12
 _FACTORIALS = [1, 1]
 for _k in range(2, _FACTORIAL_RUN + 1):
     _FACTORIALS.append(_FACTORIALS[-1] * _k)
+# Fewer than this many draws still running: the loops below take several steps per round
+# (drawing ahead for steps a draw may never reach), trading random words for fewer numpy calls.
+_SMALL = 2048
+_STEPS_AHEAD = 6
+
+
+def _steps(live: int) -> int:
+    return _STEPS_AHEAD if live < _SMALL else 1
 
 
 def _first_nonzero_digit(size: int, source: RandomSource) -> np.ndarray:
@@ -147,15 +155,27 @@ def _first_nonzero_digit(size: int, source: RandomSource) -> np.ndarray:
     iff k! divides U; a run with all of them 0 (chance 1/12!) goes on one k at a time.
     """
     u = _below(_FACTORIALS[_FACTORIAL_RUN], size, source).astype(np.uint32)
-    first = np.full(size, 2, dtype=np.int64)
-    live = np.flatnonzero(u & 1 == 0)
-    k = 3
+    if size < _SMALL:  # all digits at once
+        divides = u[:, None] % np.array(_FACTORIALS[2 : _FACTORIAL_RUN + 1], dtype=np.uint32) == 0
+        first = 2 + np.argmin(divides, axis=1)
+        live = np.flatnonzero(divides[:, -1])
+        first[live] = _FACTORIAL_RUN + 1
+        k = _FACTORIAL_RUN + 1
+    else:
+        first = np.full(size, 2, dtype=np.int64)
+        live = np.flatnonzero(u & 1 == 0)
+        k = 3
     while live.size:
         stop = u[live] % np.uint32(_FACTORIALS[k]) != 0 if k <= _FACTORIAL_RUN else _below(k, live.size, source) != 0
         first[live] = k
         live = live[~stop]
         k += 1
     return first
+
+
+def _leading_true(draws: np.ndarray) -> np.ndarray:
+    """Per row, how many entries come before its first False (the row's length when none)."""
+    return np.where(draws.all(axis=1), draws.shape[1], np.argmin(draws, axis=1))
 
 
 def _bern_exp_frac(n: np.ndarray, d: int, source: RandomSource) -> np.ndarray:
@@ -171,12 +191,17 @@ def _bern_exp_frac(n: np.ndarray, d: int, source: RandomSource) -> np.ndarray:
     j_first = _first_nonzero_digit(live.size, source)  # steps k below it have j_k = 0
     k = 2
     while live.size:
-        first = np.flatnonzero(j_first > k)
-        go = np.zeros(live.size, dtype=bool)
-        go[first] = _bernoulli_ratio(n[live[first]], d, source)
-        result[live[~go]] = k & 1 == 1
-        live, j_first = live[go], j_first[go]
-        k += 1
+        steps = min(_steps(live.size), _FACTORIAL_RUN + 1 - k) if k <= _FACTORIAL_RUN else 1
+        ratio = _bernoulli_ratio(np.repeat(n[live], steps), d, source).reshape(live.size, steps)
+        if k <= _FACTORIAL_RUN:
+            ok = ratio & (j_first[:, None] > np.arange(k, k + steps))
+        else:
+            ok = ratio & (_below(k, live.size, source) == 0)[:, None]
+        passed = _leading_true(ok)
+        ended = passed < steps
+        result[live[ended]] = (k + passed[ended]) & 1 == 1  # the first failing step is odd
+        live, j_first = live[~ended], j_first[~ended]
+        k += steps
     return result
 
 
@@ -193,10 +218,12 @@ def _bern_exp(whole: np.ndarray, rest: np.ndarray, d: int, source: RandomSource)
     live = np.flatnonzero(whole > 0)
     done = 0
     while live.size:
-        ok = _bern_exp_one(live.size, source)
-        alive[live[~ok]] = False
-        done += 1
-        live = live[ok]
+        steps = _steps(live.size)
+        passed = _leading_true(_bern_exp_one(live.size * steps, source).reshape(live.size, steps))
+        failed = passed < np.minimum(whole[live] - done, steps)
+        alive[live[failed]] = False
+        done += steps
+        live = live[~failed]
         live = live[whole[live] > done]
     live = np.flatnonzero(alive)
     alive[live] = _bern_exp_frac(rest[live], d, source)
@@ -232,10 +259,12 @@ def _square_parts(root: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray, np.
 def _geometric(size: int, source: RandomSource) -> np.ndarray:
     """Number of Bernoulli(exp(-1)) successes before the first failure, `size` times."""
     counts = np.zeros(size, dtype=np.int64)
-    live = np.flatnonzero(_bern_exp_one(size, source))
+    live = np.arange(size)
     while live.size:
-        counts[live] += 1
-        live = live[_bern_exp_one(live.size, source)]
+        steps = _steps(live.size)
+        passed = _leading_true(_bern_exp_one(live.size * steps, source).reshape(live.size, steps))
+        counts[live] += passed
+        live = live[passed == steps]
     return counts
 
 
