@@ -47,6 +47,7 @@ from dpsql.sql.statements import (
 )
 from dpsql.workspace import Workspace
 from mechanisms.accounting import Amount
+from mechanisms.arrays import ArrayModuleUnavailable
 from mechanisms.partition_selection import count_released_with
 from mechanisms.noise import RandomSource
 from mechanisms.workload import Workload
@@ -301,6 +302,10 @@ class Session:
         except Error as e:  # what earlier statements released (and paid for) stays available
             e.partial_results = results
             raise
+        except ArrayModuleUnavailable as e:  # DPSQL_ARRAY_MODULE asks for an array module this machine lacks
+            error = NotSupportedError(str(e))
+            error.partial_results = results
+            raise error from None
         finally:
             for key in self._joins:
                 self._compiled.pop(key, None)
