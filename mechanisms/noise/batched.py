@@ -151,22 +151,23 @@ def _steps(live: int) -> int:
 def _first_nonzero_digit(size: int, source: RandomSource) -> np.ndarray:
     """For `size` runs of j_2, j_3, ... (j_k uniform below k, independent): the first k with j_k != 0.
 
-    One U uniform below 12! holds j_2 .. j_12 as its mixed-radix digits, so j_2 = .. = j_k = 0
-    iff k! divides U; a run with all of them 0 (chance 1/12!) goes on one k at a time.
+    For a short vector one U uniform below 12! holds j_2 .. j_12 as its mixed-radix digits,
+    so j_2 = .. = j_k = 0 iff k! divides U (a run with all of them 0, chance 1/12!, goes on
+    one k at a time); a long one draws j_k round by round.
     """
-    u = _below(_FACTORIALS[_FACTORIAL_RUN], size, source).astype(np.uint32)
-    if size < _SMALL:  # all digits at once
+    first = np.full(size, 2, dtype=np.int64)
+    if size < _SMALL:  # all digits from one draw: fewer numpy calls
+        u = _below(_FACTORIALS[_FACTORIAL_RUN], size, source).astype(np.uint32)
         divides = u[:, None] % np.array(_FACTORIALS[2 : _FACTORIAL_RUN + 1], dtype=np.uint32) == 0
         first = 2 + np.argmin(divides, axis=1)
         live = np.flatnonzero(divides[:, -1])
         first[live] = _FACTORIAL_RUN + 1
         k = _FACTORIAL_RUN + 1
-    else:
-        first = np.full(size, 2, dtype=np.int64)
-        live = np.flatnonzero(u & 1 == 0)
+    else:  # one digit per round: fewer random bytes (j_2 is one bit, and half the runs stop there)
+        live = np.flatnonzero(_below(2, size, source) == 0)
         k = 3
     while live.size:
-        stop = u[live] % np.uint32(_FACTORIALS[k]) != 0 if k <= _FACTORIAL_RUN else _below(k, live.size, source) != 0
+        stop = _below(k, live.size, source) != 0
         first[live] = k
         live = live[~stop]
         k += 1
