@@ -1,18 +1,18 @@
 """Multi-start L-BFGS-B for HDMM's non-convex templates, spending iterations and restarts only while they help.
 
 HDMM's p-Identity (OPT₀, OPT⊗ axes) and marginal (OPT_M) objectives under Laplace noise
-have many local optima, so the optimizers try several starts. Three rules keep the cost
+have many local optima, so the optimizers try several starts. Four rules keep the cost
 to what is measured to pay (benchmarks/RESULTS.md, issue 34):
 
-- a run stops once its objective improved by less than `progress_tol` (relative) over
-  its last `window` iterations (its tail gains little: on the thesis' 1-D workloads at
-  n = 1024 the last 75% of 1000 iterations gained 0.3-2%);
-- a restart races the best run so far: at iterations 10, 20, 40, ... it is abandoned
-  unless it is ahead of the best run at the same iteration by `restart_tol` (relative);
+- a run stops once its objective improved by less than PROGRESS_TOL (relative) over its
+  last WINDOW iterations (its tail gains little: on the thesis' 1-D workloads at
+  n = 1024, the 700 iterations after the first 300 gained under 1%);
+- a restart races the best run from a random start: at iterations 10, 20, 40, ... it is
+  abandoned unless ahead of that run at the same iteration by RESTART_TOL (relative);
 - restarts end once those since the best (or the best from a random start) last improved
-  by `restart_tol` have spent as many iterations as the best run from a random start
+  by RESTART_TOL have spent as many iterations as the best run from a random start
   (cheap abandoned restarts go on; a full run that does not help is the last);
-- and no restart starts once the solve has done `RESTART_WORK` floating-point operations
+- and no restart starts once the solve has done RESTART_WORK floating-point operations
   (counted from the objective's cost per evaluation): restarts are spent where they are
   cheap. Measured against the reference hdmm: on small problems (OPT⊗ axes of 64 cells,
   CPS marginals) restarts lowered the error 0.7-10% for milliseconds; on OPT₀ at
