@@ -24,7 +24,7 @@ from dpsql import errors
 from dpsql.backends import Backend, DuckDBBackend, make_backend
 from dpsql.budget import Budget, checked
 from dpsql.catalog import Catalog
-from dpsql.errors import Error, InterfaceError, OperationalError, ProgrammingError
+from dpsql.errors import Error, InterfaceError, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.handlers import workloads
 from dpsql.ledger import Ledger
 from dpsql.output_files import OutputFiles
@@ -34,6 +34,7 @@ from dpsql.session import BudgetStatus, Session
 from dpsql.sql.column_names import postgres_names
 from dpsql.sql.statements import OBJECTIVE_NAMES, BeginWorkload, split_statements
 from dpsql.workspace import DataTables, Workspace
+from mechanisms.arrays import ArrayModuleUnavailable
 
 DEFAULT_EPSILON = 1.0
 DEFAULT_DELTA = 1e-9
@@ -269,7 +270,10 @@ class Connection:
         if objective is not None and objective not in OBJECTIVE_NAMES:
             raise ProgrammingError(f"objective must be one of {', '.join(OBJECTIVE_NAMES)}")
         begin = BeginWorkload(explain, epsilon, delta, rho, max_rmse, objective)
-        return workloads.run_workload(self.session, list(queries), begin, weights)
+        try:
+            return workloads.run_workload(self.session, list(queries), begin, weights)
+        except ArrayModuleUnavailable as e:  # DPSQL_ARRAY_MODULE asks for an array module this machine lacks
+            raise NotSupportedError(str(e)) from None
 
     def dropped_rows(
         self, table: str, *, epsilon: float | None = None, rho: float | None = None, cap: int | None = None

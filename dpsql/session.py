@@ -24,7 +24,7 @@ from dpsql.backends import Backend
 from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog
 from dpsql.columns import KEY
-from dpsql.errors import Error, ProgrammingError
+from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.continual import ContinualQueries
 from dpsql.executor import Executor
 from dpsql.handlers import options
@@ -38,6 +38,7 @@ from dpsql.sql.public import ProtectedNames
 from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, Sql, classify, split_statements, take_weight
 from dpsql.workspace import Workspace
 from mechanisms.accounting import Amount
+from mechanisms.arrays import ArrayModuleUnavailable
 from mechanisms.noise import RandomSource
 from planner.plan import TOTAL_SQUARED
 
@@ -237,6 +238,10 @@ class Session:
         except Error as e:  # what earlier statements released (and paid for) stays available
             e.partial_results = results
             raise
+        except ArrayModuleUnavailable as e:  # DPSQL_ARRAY_MODULE asks for an array module this machine lacks
+            error = NotSupportedError(str(e))
+            error.partial_results = results
+            raise error from None
         finally:
             for key in self._joins:
                 self._compiled.pop(key, None)

@@ -3,6 +3,11 @@
 Heavy array code in `mechanisms` asks `xp()` for its array module instead of
 importing NumPy directly, so the same code runs on either device. Results that
 leave `mechanisms` are converted back with `to_numpy`.
+
+The environment variable DPSQL_ARRAY_MODULE (numpy, cupy or auto) is read at import but
+applied when an array path first asks for its module: importing never fails, and a
+request that cannot be met (cupy without a usable GPU, an unknown name) raises
+`ArrayModuleUnavailable` there; "auto" falls back to NumPy.
 """
 
 from __future__ import annotations
@@ -13,6 +18,11 @@ from types import ModuleType
 import numpy
 
 _module: ModuleType = numpy
+_pending: str | None = os.environ.get("DPSQL_ARRAY_MODULE") or None  # applied on the first `xp()`
+
+
+class ArrayModuleUnavailable(RuntimeError):
+    """The requested array module cannot be used here (e.g. CuPy without a visible GPU)."""
 
 
 def _load_cupy() -> ModuleType | None:
@@ -27,22 +37,30 @@ def _load_cupy() -> ModuleType | None:
 
 
 def set_array_module(name: str) -> ModuleType:
-    """Select "numpy", "cupy" (error if unavailable) or "auto" (CuPy if a GPU is present)."""
-    global _module
+    """Select "numpy", "cupy" (ArrayModuleUnavailable if no GPU is usable) or "auto" (CuPy if a GPU is present)."""
+    global _module, _pending
     if name == "numpy":
         _module = numpy
     elif name in ("cupy", "auto"):
         cupy = _load_cupy()
         if cupy is None and name == "cupy":
-            raise RuntimeError("CuPy with a visible GPU was requested but is not available")
+            _module = numpy
+            raise ArrayModuleUnavailable(
+                "the GPU array module (CuPy) was requested (DPSQL_ARRAY_MODULE=cupy) but no usable GPU was found: "
+                "CuPy is not installed, or it sees no CUDA device; install CuPy for this machine's CUDA, or set "
+                "DPSQL_ARRAY_MODULE=auto (GPU when present, else NumPy) or numpy")
         _module = cupy or numpy
     else:
-        raise ValueError(f"unknown array module {name!r}: use numpy, cupy or auto")
+        _module = numpy
+        raise ArrayModuleUnavailable(f"unknown array module {name!r} (DPSQL_ARRAY_MODULE): use numpy, cupy or auto")
+    _pending = None  # a request that failed stays pending: every later use says so again
     return _module
 
 
 def xp() -> ModuleType:
-    """The array module in use (numpy or cupy)."""
+    """The array module in use (numpy or cupy); the first call applies DPSQL_ARRAY_MODULE."""
+    if _pending is not None:
+        return set_array_module(_pending)
     return _module
 
 
@@ -67,6 +85,3 @@ def to_numpy(a):
         return a.get()
     return numpy.asarray(a)
 
-
-if os.environ.get("DPSQL_ARRAY_MODULE"):
-    set_array_module(os.environ["DPSQL_ARRAY_MODULE"])

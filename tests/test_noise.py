@@ -38,20 +38,29 @@ Z_MAX = 4.42  # two-sided normal tail 1e-5
 N = 50_000
 
 
+def _scalar_vector(scalar):
+    """A vector of the scalar sampler's draws, one at a time (the scalar samplers' own tests)."""
+    return lambda param, size, rng: np.array([scalar(param, rng) for _ in range(size)], dtype=np.int64)
+
+
 @pytest.fixture(params=["batched", "scalar"])
-def path(request, monkeypatch) -> str:
-    """Run a vector test through the batched int64 kernels, then through the scalar samplers."""
-    if request.param == "scalar":
-        monkeypatch.setattr(mechanisms.noise, "MIN_BATCH", 10**12)
+def path(request) -> str:
+    """Run a distribution test through the vector functions (the batched kernels), then through the scalar samplers."""
     return request.param
 
 
 @pytest.fixture
 def tiny_int64(monkeypatch) -> None:
-    """Shrink the batched kernels' integer bounds so their fallbacks run on ordinary draws:
-    the series continue in the scalar code, proposals and acceptance tests overflow."""
+    """Shrink the batched kernels' integer bounds so every exact fallback runs on ordinary draws: uniform draws and
+    Bernoulli ratios in Python integers, top-bit ties settled one by one, acceptance exponents split through a
+    floating-point guess or in Python integers, far exponents finished by the scalar code, and Algorithm 1's runs
+    past the steps one draw holds."""
     monkeypatch.setattr(batched, "_LIMIT", 64)
-    monkeypatch.setattr(batched, "_SQUARE_ROOT_LIMIT", 2**6)
+    monkeypatch.setattr(batched, "_FACTORIAL_RUN", 3)
+    monkeypatch.setattr(batched, "_HIGH_BITS", 3)
+    monkeypatch.setattr(batched, "_SQUARE_LIMIT", 2**20)
+    monkeypatch.setattr(batched, "_DIRECT_ROOT", 2**3)
+    monkeypatch.setattr(batched, "_EXPONENT_LIMIT", 3)
 
 
 def gaussian_pmf(sigma2: float) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +173,8 @@ def test_bernoulli_exp_rejects_bad_gamma() -> None:
     ids=["sigma=0.5", "sigma=2", "sigma=10", "sigma=2.3-rational", "sigma=2.3-calibrated"],
 )
 def test_discrete_gaussian_distribution(sigma2: Fraction, path: str) -> None:
-    samples = discrete_gaussian_vector(sigma2, N, RandomSource(int(sigma2 * 1000)))
+    draw = discrete_gaussian_vector if path == "batched" else _scalar_vector(sample_discrete_gaussian)
+    samples = draw(sigma2, N, RandomSource(int(sigma2 * 1000)))
     assert_fits(samples, *gaussian_pmf(float(sigma2)))
     assert_moments(samples, discrete_gaussian_variance(sigma2))
 
@@ -206,7 +216,8 @@ def test_discrete_gaussian_degenerate_and_invalid() -> None:
     ids=["1/3", "1", "5/2", "10", "0.7-rational"],
 )
 def test_discrete_laplace_distribution(scale: Fraction, path: str) -> None:
-    samples = discrete_laplace_vector(scale, N, RandomSource(int(scale * 1000)))
+    draw = discrete_laplace_vector if path == "batched" else _scalar_vector(sample_discrete_laplace)
+    samples = draw(scale, N, RandomSource(int(scale * 1000)))
     assert_fits(samples, *laplace_pmf(float(scale)))
     assert_moments(samples, discrete_laplace_variance(scale))
 
@@ -242,14 +253,32 @@ def test_vectors_are_deterministic_and_match_scalars(vector, scalar, param) -> N
     assert a.dtype == np.int64 and a.shape == (500,)
     assert np.array_equal(a, vector(param, 500, RandomSource(11)))
     assert not np.array_equal(a, vector(param, 500, RandomSource(12)))
-    short = mechanisms.noise.MIN_BATCH - 1  # below the batch size: the scalar samplers, draw for draw
-    rng = RandomSource(11)
-    assert vector(param, short, RandomSource(11)).tolist() == [scalar(param, rng) for _ in range(short)]
+    for size in (1, 2, 31):  # short vectors too: reproducible for a seed
+        assert vector(param, size, RandomSource(13)).tolist() == vector(param, size, RandomSource(13)).tolist()
     assert vector(param, 0, RandomSource(11)).shape == (0,)
 
 
+@pytest.mark.parametrize("seed", [None, 5])
+def test_vectors_never_take_the_scalar_path(monkeypatch, seed) -> None:
+    """Every vector, of any length, at any scale (sigma up to 1e12 lattice units), seeded or not, is drawn by
+    the batched kernels: the scalar samplers and one-at-a-time uniform draws are never called."""
+
+    def scalar(*args, **kwargs):
+        raise AssertionError("the scalar sampler ran for a vector")
+
+    for name in ("_discrete_gaussian", "_discrete_laplace", "_bern_exp", "_bern_exp_frac", "_bern_exp_one"):
+        monkeypatch.setattr(batched.exact, name, scalar)
+    monkeypatch.setattr(RandomSource, "randbelow", scalar)
+    for sigma in (0.5, 3.0, 50.0, 1e6, 1e9, 1e12):
+        for size in (1, 2, 7, 1000):
+            rng = RandomSource(seed)
+            g = discrete_gaussian_vector(gaussian_sigma2_upper(sigma**2), size, rng)
+            lap = discrete_laplace_vector(laplace_scale_upper(sigma), size, rng)
+            assert g.shape == lap.shape == (size,) and g.dtype == lap.dtype == np.int64
+
+
 def test_batched_fallbacks_keep_the_distribution(tiny_int64, monkeypatch) -> None:
-    calls = {"series": 0, "accept": 0}
+    calls = {"tie": 0, "accept": 0}
 
     def counted(name, function):
         def wrapper(*args, **kwargs):
@@ -258,24 +287,34 @@ def test_batched_fallbacks_keep_the_distribution(tiny_int64, monkeypatch) -> Non
 
         return wrapper
 
-    monkeypatch.setattr(batched.exact, "_bern_exp_frac", counted("series", batched.exact._bern_exp_frac))
+    monkeypatch.setattr(batched, "_settle_tie", counted("tie", batched._settle_tie))
     monkeypatch.setattr(GaussianParams, "accept", counted("accept", GaussianParams.accept))
-    sigma2 = Fraction(50)  # t = 8, acceptance test (4|y| - 25)^2 / 1600: every bound is crossed
-    samples = discrete_gaussian_vector(sigma2, 20_000, RandomSource(21)).astype(np.int64)
-    assert calls["series"] > 1000 and calls["accept"] > 1000  # the fallbacks ran, often
-    assert_fits(samples, *gaussian_pmf(50.0))
-    assert_moments(samples, discrete_gaussian_variance(sigma2))
-    scale = Fraction(5, 2)
-    samples = discrete_laplace_vector(scale, 20_000, RandomSource(22)).astype(np.int64)
-    assert_fits(samples, *laplace_pmf(2.5))
+    for sigma2, seed in ((Fraction(50), 21), (Fraction(9, 2), 24), (Fraction(1000), 25)):
+        # sigma2 = 50: t = 8, acceptance test (4|y| - 25)^2 / 1600: every bound is crossed
+        samples = discrete_gaussian_vector(sigma2, 20_000, RandomSource(seed)).astype(np.int64)
+        assert_fits(samples, *gaussian_pmf(float(sigma2)))
+        assert_moments(samples, discrete_gaussian_variance(sigma2))
+    assert calls["tie"] > 1000 and calls["accept"] > 1000  # the fallbacks ran, often
+    for scale, seed in ((Fraction(5, 2), 22), (Fraction(200, 3), 26)):
+        samples = discrete_laplace_vector(scale, 20_000, RandomSource(seed)).astype(np.int64)
+        assert_fits(samples, *laplace_pmf(float(scale)))
 
 
-def test_batched_series_continues_in_scalar_code_past_int64() -> None:
-    d = 2**61  # d * 2 reaches the kernels' bound: every draw past k = 1 finishes in Python integers
-    n = np.full(20_000, d // 2, dtype=np.int64)
+@pytest.mark.parametrize("d", [2**61, 2**62 + 1, 2**100 + 7])
+def test_batched_series_is_exact_for_any_denominator(d: int) -> None:
+    n = np.full(20_000, d // 2, dtype=np.int64 if d <= 2**62 else object)
     hits = int(batched._bern_exp_frac(n, d, RandomSource(23)).sum())
-    p = math.exp(-0.5)
+    p = math.exp(-(d // 2) / d)
     assert abs(hits - 20_000 * p) / math.sqrt(20_000 * p * (1 - p)) < Z_MAX
+
+
+@pytest.mark.parametrize("root", [3, 2**31 + 5, 2**40 + 3, 2**61 - 1])
+def test_acceptance_exponent_splits_exactly(root: int) -> None:
+    d = 2**61 - 1
+    roots = np.array([root, -root, root - 1], dtype=np.int64)
+    whole, rest, far = batched._square_parts(roots, d)
+    for r, w, q, f in zip(roots.tolist(), whole.tolist(), rest.tolist(), far.tolist()):
+        assert f == (r * r // d >= 2**40) and (f or (w, q) == divmod(r * r, d))
 
 
 @pytest.mark.parametrize("m", [2, 3, 200, 2**16 + 1, 2**40 + 3])
@@ -304,7 +343,7 @@ def test_laplace_scale_upper_rounds_up_into_the_batched_kernels(x: float) -> Non
     assert scale >= Fraction(x)
     assert float(scale - Fraction(x)) / x <= 2.0**-28
     if x < 2.0**38:
-        assert batched.laplace_fits(scale.numerator, scale.denominator)
+        assert scale.numerator < 2**41
 
 
 def test_samplers_default_to_system_randomness() -> None:

@@ -26,12 +26,14 @@ marginal alone with budget share θ_a/‖θ‖₁ (Laplace, ε) or θ_a²/‖θ�
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import Bounds, minimize
+
+from mechanisms.hdmm.restarts import multistart
 from mechanisms.interruption import checkpoint
 
 __all__ = ["MarginalAlgebra", "MarginalStrategy", "opt_marginals"]
@@ -152,7 +154,8 @@ def opt_marginals(
     seed: int = 0,
     max_iter: int = 1000,
 ) -> MarginalStrategy:
-    """Minimize ‖θ‖_p² Σ m κ_w/κ_{θ²} over θ ≥ 0 (zero outside `allowed`), best of restarts.
+    """Minimize ‖θ‖_p² Σ m κ_w/κ_{θ²} over θ ≥ 0 (zero outside `allowed`), best of up to `restarts` starts
+    (runs and restarts stop when they stop helping: `mechanisms.hdmm.restarts`).
 
     The first start is the Thm 11 closed form (restricted to `allowed`, with
     every allowed workload marginal kept positive); the others draw θ ~ U(0, 1)
@@ -190,18 +193,12 @@ def opt_marginals(
     first = np.where((w[free] > 0) & (first <= 0), 0.1 * max(float(first.max(initial=0.0)), 1.0), first)
     if first.sum() == 0:
         first = np.ones(len(free))
-    starts = [first] + [rng.uniform(0.0, 1.0, len(free)) for _ in range(restarts - 1)]
-    best_f, best_x, iterations = float("inf"), None, 0
-    for x0 in starts:
-        if objective(x0)[0] >= _UNSUPPORTED:
-            continue
-        res = minimize(
-            objective, x0, jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
-            options={"maxiter": max_iter, "ftol": 1e-12, "gtol": 1e-12},
-        )
-        iterations += int(res.nit)
-        if res.fun < best_f:
-            best_f, best_x = float(res.fun), res.x
+    drawn = itertools.chain([first], (rng.uniform(0.0, 1.0, len(free)) for _ in range(restarts - 1)))
+    found = multistart(
+        objective, (x0 for x0 in drawn if objective(x0)[0] < _UNSUPPORTED), max_iter, warm=1,
+        work_per_iteration=16.0 * len(w) * max(1, len(sizes)),  # as its checkpoint counts
+    )
+    best_x, iterations = found.x, found.iterations
     theta = np.zeros(len(w))
     theta[free] = best_x
     # Every kept marginal is a measurement: drop negligible weights when that costs nothing.

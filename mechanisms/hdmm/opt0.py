@@ -21,19 +21,22 @@ s = 1 + Θᵀ1, C = diag(s) V diag(s), A = I + ΘᵀΘ and R = (I + ΘΘᵀ)⁻�
     ∇f = −2 R(ΘC − ΘCΘᵀRΘ) + 1_p (2 diag(A⁻¹C) / s)ᵀ   (Woodbury),
 
 one p×n×n product per evaluation (or p gram products for an implicit V),
-minimized by L-BFGS-B under Θ ≥ 0 from seeded random restarts.
+minimized by L-BFGS-B under Θ ≥ 0 from seeded random restarts, each run and the restarts
+stopped when they stop helping (`mechanisms.hdmm.restarts`).
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, minimize, minimize_scalar
+from scipy.optimize import minimize_scalar
 
 from mechanisms.arrays import to_numpy, xp
 from mechanisms.hdmm.error import explicit_error
+from mechanisms.hdmm.restarts import multistart
 from mechanisms.hdmm.workload import GramOperator
 from mechanisms.interruption import checkpoint
 
@@ -126,11 +129,12 @@ def opt0_laplace(
     init: np.ndarray | None = None,
     ftol: float = 1e-9,
 ) -> Opt0Result:
-    """Best p-Identity strategy for gram V over seeded restarts (p defaults to n // 16).
+    """Best p-Identity strategy for gram V over up to `restarts` seeded starts (p defaults to n // 16).
 
     `init` (p × n) is tried first (warm start); the other restarts draw
     Θ ~ U(0, 1) from `numpy.random.default_rng(seed)`, so results are
-    deterministic for a seed.
+    deterministic for a seed. Runs and restarts stop when they stop helping
+    (`mechanisms.hdmm.restarts`).
     """
     started = time.perf_counter()
     if isinstance(v, GramOperator):
@@ -144,28 +148,22 @@ def opt0_laplace(
         n, dv = v.shape[0], xp().asarray(v)
     p = max(1, n // 16) if p is None else p
     rng = np.random.default_rng(seed)
-    starts = [] if init is None else [np.asarray(init, dtype=float).reshape(p, n)]
-    starts += [rng.uniform(0.0, 1.0, (p, n)) for _ in range(max(restarts - len(starts), 0))]
-    best_f, best_theta, iterations = float("inf"), None, 0
-    for start in starts:
-        res = minimize(
-            p_identity_objective,
-            start.ravel(),
-            args=(dv, p),
-            jac=True,
-            method="L-BFGS-B",
-            bounds=Bounds(0.0, np.inf),
-            options={"maxiter": max_iter, "maxfun": 2 * max_iter, "ftol": ftol, "gtol": 1e-12},
-        )
-        iterations += int(res.nit)
-        theta, f = res.x.reshape(p, n), float(res.fun)
-        if 1.0 + theta.sum(axis=0).max() > _RUNAWAY:  # the Woodbury value may be rounding noise: recompute
+    first = [] if init is None else [np.asarray(init, dtype=float).reshape(p, n).ravel()]
+    starts = itertools.chain(first, (rng.uniform(0.0, 1.0, p * n) for _ in range(max(restarts - len(first), 0))))
+
+    def exact(theta: np.ndarray, f: float) -> float:
+        if 1.0 + theta.reshape(p, n).sum(axis=0).max() > _RUNAWAY:  # the Woodbury value may be rounding noise
             dense = v.dense() if isinstance(v, GramOperator) else v
-            f = explicit_error(dense, p_identity_strategy(theta), 1)
-        if f < best_f:
-            best_f, best_theta = f, theta
+            return explicit_error(dense, p_identity_strategy(theta.reshape(p, n)), 1)
+        return f
+
+    found = multistart(
+        lambda x: p_identity_objective(x, dv, p), starts, max_iter, ftol=ftol, final=exact, warm=len(first),
+        work_per_iteration=10.0 * p * n * n,  # as its checkpoint counts one evaluation (about one per iteration)
+    )
+    best_theta = found.x.reshape(p, n)
     return Opt0Result(
-        p_identity_strategy(best_theta), best_f, None, f"p-Identity(p={p})", iterations,
+        p_identity_strategy(best_theta), found.fun, None, f"p-Identity(p={p})", found.iterations,
         time.perf_counter() - started, best_theta,
     )
 

@@ -61,7 +61,7 @@ def optimize(
     p: int,
     parts: Sequence[KronGram] | None = None,
     operators: Sequence[str] = OPERATORS,
-    restarts: int = 3,
+    restarts: int = 20,
     seed: int = 0,
     explicit_limit: int = 1024,
     max_marginal_dims: int = 15,
@@ -73,9 +73,10 @@ def optimize(
 ) -> HDMMResult:
     """Run the applicable operators on a workload gram (p = 1 Laplace, p = 2 Gaussian).
 
-    `max_iter` and `gap_tol` bound each OPT₀ solve (see `opt_kron`); OPT_M,
-    cheap but with many local optima under Laplace noise, may get its own
-    number of restarts.
+    `max_iter` and `gap_tol` bound each OPT₀ solve (see `opt_kron`); `restarts` caps the
+    Laplace optimizers' starts, which stop earlier once they stop helping
+    (`mechanisms.hdmm.restarts`); OPT_M, cheap but with many local optima under Laplace
+    noise, may get its own cap.
     """
     if p not in (1, 2):
         raise ValueError("p is 1 (Laplace, L1 sensitivity) or 2 (Gaussian, L2 sensitivity)")

@@ -6,9 +6,9 @@
 - `batched`: the same algorithms on whole arrays in int64 numpy kernels.
 - `parameters`: floats rounded up to the rationals the samplers take; exact variances.
 
-`discrete_gaussian_vector` and `discrete_laplace_vector` pick the batched kernels when
-the vector is long enough and the parameters fit int64, the scalar code otherwise; the
-distribution is the same exact one either way.
+`discrete_gaussian_vector` and `discrete_laplace_vector` (what every release draws, seeded
+or not, of any length and any scale) always run the batched kernels; the scalar samplers
+serve single draws through `sample_discrete_*` and the batched kernels' rare far tails.
 """
 
 from __future__ import annotations
@@ -17,17 +17,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from mechanisms.noise.batched import (
-    discrete_gaussian_batch,
-    discrete_laplace_batch,
-    gaussian_fits,
-    laplace_fits,
-)
+from mechanisms.noise.batched import discrete_gaussian_batch, discrete_laplace_batch
 from mechanisms.noise.exact import (
     GaussianParams,
     _as_fraction,
-    _discrete_gaussian,
-    _discrete_laplace,
     _source,
     bernoulli_exp,
     sample_discrete_gaussian,
@@ -56,42 +49,24 @@ __all__ = [
     "discrete_laplace_variance",
 ]
 
-# Below this many draws the scalar code is as fast as the batched kernels' fixed cost.
-MIN_BATCH = 32
-_INT64 = 2**63
-
-
 def _check_size(size: int) -> None:
     if size < 0:
         raise ValueError(f"size must be >= 0, got {size}")
-
-
-def _integer_array(values: list[int]) -> np.ndarray:
-    """int64 when every value fits, else exact Python integers (dtype object): never wraps."""
-    if all(-_INT64 <= v < _INT64 for v in values):
-        return np.array(values, dtype=np.int64)
-    return np.array(values, dtype=object)
 
 
 def discrete_laplace_vector(scale: Fraction | int, size: int, rng: RandomSource | None = None) -> np.ndarray:
     """`size` independent discrete Laplace(scale) samples (int64, or exact integers beyond its range)."""
     b = _as_fraction(scale, "scale")
     _check_size(size)
-    if b == 0:
+    if b == 0 or size == 0:
         return np.zeros(size, dtype=np.int64)
-    t, s, source = b.numerator, b.denominator, _source(rng)
-    if size >= MIN_BATCH and laplace_fits(t, s):
-        return discrete_laplace_batch(t, s, size, source)
-    return _integer_array([_discrete_laplace(t, s, source.randbelow) for _ in range(size)])
+    return discrete_laplace_batch(b.numerator, b.denominator, size, _source(rng))
 
 
 def discrete_gaussian_vector(sigma2: Fraction | int, size: int, rng: RandomSource | None = None) -> np.ndarray:
     """`size` independent discrete Gaussian(sigma2) samples (int64, or exact integers beyond its range)."""
     s2 = _as_fraction(sigma2, "sigma2")
     _check_size(size)
-    if s2 == 0:
+    if s2 == 0 or size == 0:
         return np.zeros(size, dtype=np.int64)
-    params, source = GaussianParams.of(s2), _source(rng)
-    if size >= MIN_BATCH and gaussian_fits(params):
-        return discrete_gaussian_batch(params, size, source)
-    return _integer_array([_discrete_gaussian(params, source.randbelow) for _ in range(size)])
+    return discrete_gaussian_batch(GaussianParams.of(s2), size, _source(rng))

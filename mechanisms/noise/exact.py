@@ -5,8 +5,8 @@ for Differential Privacy" (CKS): Bernoulli(exp(-gamma)) (Algorithm 1), the discr
 Laplace (Algorithm 2) and the discrete Gaussian (Algorithm 3). Every sampling decision
 uses exact integer arithmetic on rational parameters and uniform integers from a
 `RandomSource`; no floating point is involved. `mechanisms.noise.batched` runs the
-same algorithms on whole arrays and comes back here for any draw whose integers
-outgrow int64.
+same algorithms on whole arrays (every vector of noise is drawn there) and comes back
+here only for an acceptance test whose exponent is 2**40 or more.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ def _as_fraction(value: Fraction | int, name: str) -> Fraction:
 # ---------------------------------------------------------------------------
 
 
-def _bern_exp_frac(n: int, d: int, rb: _RandBelow, k: int = 1) -> bool:
+def _bern_exp_frac(n: int, d: int, rb: _RandBelow) -> bool:
     """Bernoulli(exp(-n/d)) for 0 <= n <= d: CKS Algorithm 1, case gamma in [0, 1].
 
     Draw A_k ~ Bernoulli(gamma/k) for k = 1, 2, ... until the first failure; the result
     is 1 iff that first failure has odd index (P = sum of the series of exp(-gamma)).
-    `k` > 1 continues a run whose draws A_1 .. A_{k-1} all succeeded.
     """
+    k = 1
     while rb(d * k) < n:
         k += 1
     return k & 1 == 1
