@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: the demo database's)")
     ledger.set_defaults(run=_ledger)
     report = sub.add_parser("ldp-report", add_help=False, help="randomize one user's value under local DP and print "
-                            "the report row (the collecting client: mechanisms/ldp/client.py; --help for its options)")
+                            "the report row (the collecting client: python -m mechanisms.ldp.client; --help for its options)")
     report.add_argument("options", nargs=argparse.REMAINDER)
     report.set_defaults(run=_ldp_report)
     from dpsql.synth import add_parser as add_synth

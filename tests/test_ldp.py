@@ -16,7 +16,9 @@ import io
 import itertools
 import json
 import math
+import os
 import random
+import shutil
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -28,7 +30,7 @@ import pytest
 
 from mechanisms.ldp import blender, client, frequency, marginals, ranges, simulate
 
-CLIENT = Path(client.__file__)
+CLIENT = Path(client.__file__).parent
 
 
 # ---------------------------------------------------------------- the clients: exact laws and ε-LDP
@@ -141,20 +143,23 @@ def test_local_hashing_unbiases_with_the_exact_collision_probability():
     assert abs(float(p.collision) - 1 / p.range) < 1e-8
 
 
-def test_client_file_imports_only_the_standard_library():
-    code = f"""
-import importlib.util, random, sys
-spec = importlib.util.spec_from_file_location("ldp_client", {str(CLIENT)!r})
-module = sys.modules["ldp_client"] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-module.HaarHRR(1.0, 64).report(5)
+def test_client_package_imports_only_the_standard_library(tmp_path):
+    """An application vendors the client folder alone (here as `ldp_client`): it imports, reports and runs
+    as a command without numpy, scipy, duckdb, pandas or the rest of the project."""
+    shutil.copytree(CLIENT, tmp_path / "ldp_client", ignore=shutil.ignore_patterns("__pycache__"))
+    code = """
+import sys
+import ldp_client
+ldp_client.HaarHRR(1.0, 64).report(5)
 heavy = [m for m in ("numpy", "scipy", "duckdb", "pandas", "mechanisms") if m in sys.modules]
 print(heavy)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                         cwd=tmp_path)
     assert out.stdout.strip() == "[]"
-    row = subprocess.run([sys.executable, str(CLIENT), "--protocol", "oue", "--epsilon", "1", "--domain", "16",
-                          "--value", "3"], capture_output=True, text=True, check=True)
+    row = subprocess.run([sys.executable, "-m", "ldp_client", "--protocol", "oue", "--epsilon", "1", "--domain", "16",
+                          "--value", "3"], capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
     report = json.loads(row.stdout)
     assert report["protocol"] == "oue" and report["domain"] == 16
     assert all(0 <= j < 16 for j in report["payload"]["ones"])
