@@ -3,7 +3,7 @@
 The mathematics of the LDP thesis (seeds/001: Ch. 2 frequency oracles, Ch. 4 marginals, Ch. 5
 ranges) and of the hybrid trust model (seeds/000, Ch. 2). Modules:
 
-- `client`: the client side, standard library only (vendorable as one file): `PROTOCOLS`
+- `client`: the client side, standard library only (a package vendorable as one folder): `PROTOCOLS`
   (`rr`, `grr`, `oue`, `sue`, `olh`, `hrr`, `inpht`, `inprr`, `inpps`, `margrr`, `margps`,
   `marght`, `inpem`, `hh`, `haar`), each with `report(value)` (one JSON row) and the exact
   `probability(payload, value)`; `main` is the command line (`python -m mechanisms.ldp.client`);
