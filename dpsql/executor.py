@@ -358,11 +358,13 @@ class Executor:
         if plan.adaptive is not None:
             run = plan.adaptive
             self.answering(table)  # loads earlier generative models before this release joins the ledger
-            released = run.procedure.run(
-                table.domain, list(run.blocks), run.share,
-                lambda cliques: self.backend.marginals(table, cliques, self.bounding_key(table)),
-                self.rng, self.rows(table), self.hooks.progress,
-            )
+            key, rows = self.bounding_key(table), self.rows(table)
+            with self.ledger.suspended():  # an adaptive release may run for minutes: others need not wait
+                released = run.procedure.run(
+                    table.domain, list(run.blocks), run.share,
+                    lambda cliques: self.backend.marginals(table, cliques, key),
+                    self.rng, rows, self.hooks.progress,
+                )
             return Release(table, plan.cost, statement, released.measurements, released.estimator,
                            run.procedure.name)
         within: dict[tuple, list[np.ndarray]] = {}  # per clique, the bins its measurements read

@@ -9,7 +9,10 @@ for free.
 
 Many processes may share one state file: every operation holds an exclusive
 lock on ``<state>.lock`` and opens the database only while holding it, so the
-check-and-append of a charge is atomic across processes. Each ledger row
+check-and-append of a charge is atomic across processes. Opening the database
+costs milliseconds, so a statement holds it (`holding`): its reads and its charge
+share one connection, opened at its first operation under the lock and closed,
+the lock released, when the statement ends. Each ledger row
 carries a SHA-256 hash chained to the previous row (the first to the budget
 declaration) and covering the measurements it paid for; `verify` recomputes
 the chain, so any edit, deletion or reordering is detected.
@@ -34,7 +37,7 @@ import itertools
 import json
 import os
 import secrets
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -158,6 +161,8 @@ class Ledger:
         self._generation = 0
         self.opened_version: tuple | None = None  # the version when this ledger's last operation began
         self.written_version: tuple | None = None  # ... and when it ended
+        self._holds = 0  # nested `holding` blocks
+        self._held: tuple[ExitStack, duckdb.DuckDBPyConnection] | None = None  # the held connection
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         with self._open() as con:
             for stmt in _SCHEMA:
@@ -197,6 +202,7 @@ class Ledger:
         ledger._status_cache = ledger._records_cache = None
         ledger._models_cache, ledger._tables = {}, set()
         ledger._appends, ledger._generation = itertools.count(1), 0
+        ledger._holds, ledger._held = 0, None
         with ledger._open() as con:
             try:
                 rows = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchall()
@@ -208,11 +214,68 @@ class Ledger:
         return ledger
 
     @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Hold the state for the block (one statement): its operations share one connection, opened at
+        the first under the exclusive lock and kept, the lock held, until the block ends (other processes'
+        operations wait meanwhile). Nested holds are one. Nothing changes for atomicity or durability: a
+        charge is committed (and checkpointed) before `charge_all` returns, as without a hold."""
+        if self._memory is not None:
+            yield
+            return
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+            if not self._holds:
+                self._let_go()
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Within a hold, let the state go for the block (a long release, planning that may run for
+        minutes), so other processes need not wait for it; it is taken again at the next operation."""
+        holds, self._holds = self._holds, 0
+        try:
+            self._let_go()
+            yield
+        finally:
+            self._holds = holds
+
+    def _let_go(self) -> None:
+        """Close the held connection and release the lock (if held)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held[0].close()
+
+    @contextmanager
     def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The state database, held exclusively (across processes) for the block's duration."""
+        """The state database, held exclusively (across processes) for the block's duration, or for the
+        `holding` block's."""
         if self._memory is not None:
             yield self._memory
             return
+        if not self._holds:
+            with self._locked() as con:
+                yield con
+            return
+        if self._held is None:
+            stack = ExitStack()
+            self._held = stack, stack.enter_context(self._locked())
+        self.opened_version = self.version()  # under the lock: as the last operation left it
+        try:
+            yield self._held[1]
+        except duckdb.Error as e:  # the connection may be unusable (a failed commit): open again next time
+            try:
+                self._let_go()
+            except OperationalError:
+                pass
+            raise ledger_error(self.path, e) from None
+        finally:
+            self.written_version = self.version()
+
+    @contextmanager
+    def _locked(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection to the state database, the lock held until the block ends."""
         try:
             lock = open(self.path + ".lock", "a+")
         except OSError as e:
@@ -337,11 +400,14 @@ class Ledger:
         if signature is not None and self._records_cache is not None and self._records_cache[0] == signature:
             return self._records_cache[1]
         with self._open() as con:
-            rows = con.execute("SELECT kind, table_name, name, payload FROM dpsql_records ORDER BY seq").fetchall() \
-                if self._has(con, "dpsql_records") else []
-        records = [(k, t, n, json.loads(p)) for k, t, n, p in rows]
+            records = self._read_records(con)
         self._records_cache = (signature, records) if signature is not None else None
         return records
+
+    def _read_records(self, con) -> list[tuple[str, str, str, Any]]:
+        rows = con.execute("SELECT kind, table_name, name, payload FROM dpsql_records ORDER BY seq").fetchall() \
+            if self._has(con, "dpsql_records") else []
+        return [(k, t, n, json.loads(p)) for k, t, n, p in rows]
 
     def remaining(self) -> float:
         return self.status()[2]
@@ -389,6 +455,8 @@ class Ledger:
                 for e in entries:
                     done.append(self._append(con, e))
                 con.execute("COMMIT")
+                if self._held is not None:  # held open: write the state to its file now, as closing would,
+                    con.execute("CHECKPOINT")  # so the version read next is the one the hold leaves
             except BaseException:
                 try:
                     con.execute("ROLLBACK")
@@ -396,8 +464,10 @@ class Ledger:
                     pass
                 raise
             state = self._status(con), self._delta_spent(con)
-        if self.written_version is not None:  # the state just left, as `status` would read it
+            records = self._read_records(con)
+        if self.written_version is not None:  # the state just left, as `status` and `records` would read it
             self._status_cache = ((self.written_version, self.limit), state)
+            self._records_cache = (self.written_version, records)
         return done
 
     def _status_after(self, con, entries: list["Entry"]) -> tuple[float, float, float]:
@@ -582,6 +652,7 @@ class Ledger:
         return table in self._tables
 
     def close(self) -> None:
+        self._let_go()
         if self._memory is not None:
             self._memory.close()
 

@@ -344,6 +344,11 @@ class Session:
         return out
 
     def _statement(self, st, params) -> list[Result]:
+        """One statement, its ledger operations sharing one connection to the ledger (`Ledger.holding`)."""
+        with self.ledger.holding():
+            return self._dispatch(st, params)
+
+    def _dispatch(self, st, params) -> list[Result]:
         if isinstance(st, BeginWorkload):
             if self._workload is not None:
                 raise ProgrammingError("a workload is already open; END WORKLOAD first")
@@ -391,7 +396,8 @@ class Session:
         """One statement: a DP query on a protected table, or plain SQL on public tables."""
         sql, weight = take_weight(sql)
         if self.protected.reference(sql) is None:
-            return self.workspace.run(sql, params)
+            with self.ledger.suspended():  # public SQL may run long: others need not wait for it
+                return self.workspace.run(sql, params)
         compiled = self._compile(sql, params, weight=weight)
         if compiled.selection is not None:
             return self._release_keys(compiled, sql, params, weight)
