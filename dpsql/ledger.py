@@ -9,10 +9,8 @@ for free.
 
 Many processes may share one state file: every operation holds an exclusive
 lock on ``<state>.lock`` and opens the database only while holding it, so the
-check-and-append of a charge is atomic across processes. Opening the database
-costs milliseconds, so a statement holds it (`holding`): its reads and its charge
-share one connection, opened at its first operation under the lock and closed,
-the lock released, when the statement ends. Each ledger row
+check-and-append of a charge is atomic across processes; a statement's operations
+share one connection (`dpsql.ledger_file.StateFile.holding`). Each ledger row
 carries a SHA-256 hash chained to the previous row (the first to the budget
 declaration) and covering the measurements it paid for; `verify` recomputes
 the chain, so any edit, deletion or reordering is detected.
@@ -30,24 +28,21 @@ at the remaining δ is the declared ε: ρ(ε(total, δ), δ − Σδ_τ) (`capa
 
 from __future__ import annotations
 
-import fcntl
 import getpass
 import hashlib
 import itertools
 import json
-import os
 import secrets
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import duckdb
 import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
-from dpsql.ledger_errors import ledger_error
+from dpsql.ledger_file import StateFile
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
@@ -140,7 +135,7 @@ def _measurement_row_digest(row: tuple) -> str:
     return _digest(*fields, np.asarray(vals, dtype=np.float64).tobytes().hex())
 
 
-class Ledger:
+class Ledger(StateFile):
     """Total budget, charges and stored measurements of one state database.
 
     `noise` fixes the unit: "gaussian" budgets are ρ (zCDP), "laplace" budgets
@@ -150,7 +145,7 @@ class Ledger:
     """
 
     def __init__(self, path: str, noise: str, total: float | None, delta: float, who: str | None = None):
-        self.path = path
+        self._open_state(path)
         self.who = who or _user()
         self.limit: float | None = None
         self._status_cache: tuple | None = None  # ((files' signature, limit), status): see `status`
@@ -159,11 +154,6 @@ class Ledger:
         self._tables: set[str] = set()  # state tables known to exist (tables are never dropped): see `_has`
         self._appends = itertools.count(1)  # an in-memory state's cache version: see `_cache_version`
         self._generation = 0
-        self.opened_version: tuple | None = None  # the version when this ledger's last operation began
-        self.written_version: tuple | None = None  # ... and when it ended
-        self._holds = 0  # nested `holding` blocks
-        self._held: tuple[ExitStack, duckdb.DuckDBPyConnection] | None = None  # the held connection
-        self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         with self._open() as con:
             for stmt in _SCHEMA:
                 con.execute(stmt)
@@ -198,11 +188,11 @@ class Ledger:
         if path == ":memory:" or not Path(path).is_file():
             raise OperationalError(f"no ledger state file at {path!r}")
         ledger = cls.__new__(cls)
-        ledger.path, ledger.who, ledger._memory, ledger.limit = path, _user(), None, None
+        ledger._open_state(path)
+        ledger.who, ledger.limit = _user(), None
         ledger._status_cache = ledger._records_cache = None
         ledger._models_cache, ledger._tables = {}, set()
         ledger._appends, ledger._generation = itertools.count(1), 0
-        ledger._holds, ledger._held = 0, None
         with ledger._open() as con:
             try:
                 rows = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchall()
@@ -212,87 +202,6 @@ class Ledger:
             raise OperationalError(f"{path!r} holds {len(rows)} budget declarations, not one: it was altered")
         ledger.noise, ledger.total, ledger.delta = rows[0][0], float(rows[0][1]), float(rows[0][2])
         return ledger
-
-    @contextmanager
-    def holding(self) -> Iterator[None]:
-        """Hold the state for the block (one statement): its operations share one connection, opened at
-        the first under the exclusive lock and kept, the lock held, until the block ends (other processes'
-        operations wait meanwhile). Nested holds are one. Nothing changes for atomicity or durability: a
-        charge is committed (and checkpointed) before `charge_all` returns, as without a hold."""
-        if self._memory is not None:
-            yield
-            return
-        self._holds += 1
-        try:
-            yield
-        finally:
-            self._holds -= 1
-            if not self._holds:
-                self._let_go()
-
-    @contextmanager
-    def suspended(self) -> Iterator[None]:
-        """Within a hold, let the state go for the block (a long release, planning that may run for
-        minutes), so other processes need not wait for it; it is taken again at the next operation."""
-        holds, self._holds = self._holds, 0
-        try:
-            self._let_go()
-            yield
-        finally:
-            self._holds = holds
-
-    def _let_go(self) -> None:
-        """Close the held connection and release the lock (if held)."""
-        held, self._held = self._held, None
-        if held is not None:
-            held[0].close()
-
-    @contextmanager
-    def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The state database, held exclusively (across processes) for the block's duration, or for the
-        `holding` block's."""
-        if self._memory is not None:
-            yield self._memory
-            return
-        if not self._holds:
-            with self._locked() as con:
-                yield con
-            return
-        if self._held is None:
-            stack = ExitStack()
-            self._held = stack, stack.enter_context(self._locked())
-        self.opened_version = self.version()  # under the lock: as the last operation left it
-        try:
-            yield self._held[1]
-        except duckdb.Error as e:  # the connection may be unusable (a failed commit): open again next time
-            try:
-                self._let_go()
-            except OperationalError:
-                pass
-            raise ledger_error(self.path, e) from None
-        finally:
-            self.written_version = self.version()
-
-    @contextmanager
-    def _locked(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection to the state database, the lock held until the block ends."""
-        try:
-            lock = open(self.path + ".lock", "a+")
-        except OSError as e:
-            raise OperationalError(f"cannot open the ledger lock {self.path + '.lock'!r}: {e}") from None
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            self.opened_version = self.version()  # under the lock: the state as the last writer left it
-            try:
-                con = duckdb.connect(self.path)
-                try:
-                    yield con
-                finally:
-                    con.close()
-            except duckdb.Error as e:  # a full disk, a corrupt file: said as such (`ledger_error`)
-                raise ledger_error(self.path, e) from None
-            finally:
-                self.written_version = self.version()  # still under the lock: exactly the state just left
 
     # --- budget ---------------------------------------------------------------------
     def _spent(self, con, who: str | None = None, more_delta: float = 0.0) -> float:
@@ -344,23 +253,6 @@ class Ledger:
             state = self._status(con), self._delta_spent(con)
         self._status_cache = ((signature, self.limit), state) if signature is not None else None
         return state
-
-    def version(self) -> tuple | None:
-        """What changes whenever any process writes the state (its file and write-ahead log); None in
-        memory (only this connection writes it). `opened_version` and `written_version` are the versions
-        when this ledger's last operation began and ended (both under the lock): a version seen
-        earlier equal to `opened_version` means nobody else wrote in between."""
-        if self._memory is not None:
-            return None
-        signature = []
-        for path in (self.path, self.path + ".wal"):
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                signature.append(None)
-                continue
-            signature.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-        return tuple(signature)
 
     def _status(self, con) -> tuple[float, float, float]:
         spent, capacity = self._spent(con), self.capacity(self._delta_spent(con))
@@ -651,10 +543,6 @@ class Ledger:
             self._tables.add(table)
         return table in self._tables
 
-    def close(self) -> None:
-        self._let_go()
-        if self._memory is not None:
-            self._memory.close()
 
 
 def _has_table(con, name: str) -> bool:
