@@ -348,7 +348,7 @@ class Ledger(StateFile):
                     done.append(self._append(con, e))
                 con.execute("COMMIT")
                 if self._held is not None:  # held open: write the state to its file now, as closing would,
-                    con.execute("CHECKPOINT")  # so the version read next is the one the hold leaves
+                    con.execute("CHECKPOINT state")  # so the version read next is the one the hold leaves
             except BaseException:
                 try:
                     con.execute("ROLLBACK")
