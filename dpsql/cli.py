@@ -79,6 +79,8 @@ def _catalog(args: argparse.Namespace) -> int:
 
     catalog = Catalog.load(Path(args.catalog))
     con = duckdb.connect(args.database, read_only=True)
+    if args.validate:
+        return _validate(con, catalog, args.database, args.validate)
     backend, rows, broken = DuckDBBackend(con), [], 0
     for table in catalog.tables.values():
         if table.graph is not None or table.is_local:
@@ -102,6 +104,34 @@ def _catalog(args: argparse.Namespace) -> int:
     print("A column declared categorical and stored as an ENUM of its declared values, and a column not "
           "declared nullable and stored NOT NULL, need no per-row check.")
     return 1 if broken else 0
+
+
+def _validate(con, catalog, database: str, names: list[str]) -> int:
+    """`dpsql catalog --validate TABLE`: check every row of each table against the catalog once; record the
+    tables whose rows all fit (`dpsql.validation`), so scans skip the per-row checks while they are unchanged."""
+    from dpsql.backends import DuckDBBackend
+    from dpsql.errors import CatalogError
+    from dpsql.validation import Validations
+
+    validations, backend, failed = Validations.load(database), DuckDBBackend(con), 0
+    for name in names:
+        table = catalog.tables.get(name) or next((t for t in catalog.tables.values() if t.name.lower() == name.lower()),
+                                                 None)
+        if table is None or table.graph is not None or table.is_local or table.units_of is not None:
+            raise CatalogError(f"{name!r} is not a table of the catalog scanned row by row; name one of "
+                               f"{', '.join(t.name for t in catalog.tables.values())}")
+        backend.check(table, "-")
+        rows, fit = con.execute(f"SELECT COUNT(*), COUNT(*) FILTER (WHERE {table.fits_sql()}) "
+                                f"FROM {backend.relation(table.name)}").fetchone()
+        if rows != fit:
+            failed += 1
+            print(f"{table.name}: {rows - fit:,} of {rows:,} rows do not fit the catalog (an undeclared value, or "
+                  "NULL where none is declared): not validated; scans keep checking every row")
+            continue
+        validations.record(table, rows)
+        print(f"{table.name}: all {rows:,} rows fit the catalog: validated (scans skip the per-row checks until the "
+              f"database or the table's declaration changes)")
+    return 1 if failed else 0
 
 
 def _stored_type_text(kind) -> str:
@@ -207,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
                              "whether each table binds, and what scans check row by row")
     catalog.add_argument("database", help="DuckDB database file")
     catalog.add_argument("--catalog", required=True, help="catalog TOML file")
+    catalog.add_argument("--validate", nargs="+", metavar="TABLE",
+                         help="check every row of these tables once (reads them) and record those whose rows all fit "
+                              "in <DATABASE>.dpsql-validated: scans then skip the per-row checks until the database "
+                              "or the declaration changes")
     catalog.set_defaults(run=_catalog)
     ledger = sub.add_parser("ledger", help="check or list a budget ledger (reads it, changes nothing)")
     ledger.add_argument("action", choices=["verify", "show"],

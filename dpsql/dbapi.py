@@ -33,6 +33,7 @@ from dpsql.result import Result
 from dpsql.session import BudgetStatus, Session
 from dpsql.sql.column_names import postgres_names
 from dpsql.sql.statements import OBJECTIVE_NAMES, BeginWorkload, split_statements
+from dpsql.validation import Validations
 from dpsql.workspace import DataTables, Workspace
 from mechanisms.arrays import ArrayModuleUnavailable
 
@@ -183,11 +184,17 @@ def _open(
     # into the workspace; the analyst's SQL runs in the workspace, a database of its own.
     session = Session(
         Workspace(DataTables(data.cursor(), names), names, workspace), catalog, ledger,
-        measurer or DuckDBBackend(data), query_epsilon=query_epsilon, query_rho=query_rho, seed=seed,
-        dialect=dialect, key_delta=key_delta, analyst=confined,
+        measurer or DuckDBBackend(data, _validations(data)), query_epsilon=query_epsilon, query_rho=query_rho,
+        seed=seed, dialect=dialect, key_delta=key_delta, analyst=confined,
     )
     owned = [*_database_files(data), state_path, *([catalog.path] if catalog.path else []), *owner_files]
     return Connection(session, data if con is None else None, OutputFiles(owned, output_dir, confined))
+
+
+def _validations(con: duckdb.DuckDBPyConnection) -> Validations | None:
+    """The tables the owner validated in the data's database file (`dpsql.validation`); None in memory."""
+    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return Validations.load(row[0]) if row and row[0] else None
 
 
 def _database_files(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -9,7 +9,8 @@ for free.
 
 Many processes may share one state file: every operation holds an exclusive
 lock on ``<state>.lock`` and opens the database only while holding it, so the
-check-and-append of a charge is atomic across processes. Each ledger row
+check-and-append of a charge is atomic across processes; a statement's operations
+share one connection (`dpsql.ledger_file.StateFile.holding`). Each ledger row
 carries a SHA-256 hash chained to the previous row (the first to the budget
 declaration) and covering the measurements it paid for; `verify` recomputes
 the chain, so any edit, deletion or reordering is detected.
@@ -30,24 +31,21 @@ at the remaining δ is the declared ε: ρ(ε(total, δ), δ − Σδ_τ) (`capa
 
 from __future__ import annotations
 
-import fcntl
 import getpass
 import hashlib
 import itertools
 import json
-import os
 import secrets
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import duckdb
 import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
-from dpsql.ledger_errors import ledger_error
+from dpsql.ledger_file import StateFile
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
@@ -147,7 +145,7 @@ def _measurement_row_digest(row: tuple) -> str:
     return _digest(*fields, np.asarray(vals, dtype=np.float64).tobytes().hex())
 
 
-class Ledger:
+class Ledger(StateFile):
     """Total budget, charges and stored measurements of one state database.
 
     `noise` fixes the unit: "gaussian" budgets are ρ (zCDP), "laplace" budgets
@@ -157,7 +155,7 @@ class Ledger:
     """
 
     def __init__(self, path: str, noise: str, total: float | None, delta: float, who: str | None = None):
-        self.path = path
+        self._open_state(path)
         self.who = who or _user()
         self.limit: float | None = None
         self._status_cache: tuple | None = None  # ((files' signature, limit), status): see `status`
@@ -166,9 +164,6 @@ class Ledger:
         self._tables: set[str] = set()  # state tables known to exist (tables are never dropped): see `_has`
         self._appends = itertools.count(1)  # an in-memory state's cache version: see `_cache_version`
         self._generation = 0
-        self.opened_version: tuple | None = None  # the version when this ledger's last operation began
-        self.written_version: tuple | None = None  # ... and when it ended
-        self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         with self._open() as con:
             for stmt in _SCHEMA:
                 con.execute(stmt)
@@ -203,7 +198,8 @@ class Ledger:
         if path == ":memory:" or not Path(path).is_file():
             raise OperationalError(f"no ledger state file at {path!r}")
         ledger = cls.__new__(cls)
-        ledger.path, ledger.who, ledger._memory, ledger.limit = path, _user(), None, None
+        ledger._open_state(path)
+        ledger.who, ledger.limit = _user(), None
         ledger._status_cache = ledger._records_cache = None
         ledger._models_cache, ledger._tables = {}, set()
         ledger._appends, ledger._generation = itertools.count(1), 0
@@ -216,30 +212,6 @@ class Ledger:
             raise OperationalError(f"{path!r} holds {len(rows)} budget declarations, not one: it was altered")
         ledger.noise, ledger.total, ledger.delta = rows[0][0], float(rows[0][1]), float(rows[0][2])
         return ledger
-
-    @contextmanager
-    def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The state database, held exclusively (across processes) for the block's duration."""
-        if self._memory is not None:
-            yield self._memory
-            return
-        try:
-            lock = open(self.path + ".lock", "a+")
-        except OSError as e:
-            raise OperationalError(f"cannot open the ledger lock {self.path + '.lock'!r}: {e}") from None
-        with lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            self.opened_version = self.version()  # under the lock: the state as the last writer left it
-            try:
-                con = duckdb.connect(self.path)
-                try:
-                    yield con
-                finally:
-                    con.close()
-            except duckdb.Error as e:  # a full disk, a corrupt file: said as such (`ledger_error`)
-                raise ledger_error(self.path, e) from None
-            finally:
-                self.written_version = self.version()  # still under the lock: exactly the state just left
 
     # --- budget ---------------------------------------------------------------------
     def _spent(self, con, who: str | None = None, more_delta: float = 0.0) -> float:
@@ -292,23 +264,6 @@ class Ledger:
         self._status_cache = ((signature, self.limit), state) if signature is not None else None
         return state
 
-    def version(self) -> tuple | None:
-        """What changes whenever any process writes the state (its file and write-ahead log); None in
-        memory (only this connection writes it). `opened_version` and `written_version` are the versions
-        when this ledger's last operation began and ended (both under the lock): a version seen
-        earlier equal to `opened_version` means nobody else wrote in between."""
-        if self._memory is not None:
-            return None
-        signature = []
-        for path in (self.path, self.path + ".wal"):
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                signature.append(None)
-                continue
-            signature.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-        return tuple(signature)
-
     def _status(self, con) -> tuple[float, float, float]:
         spent, capacity = self._spent(con), self.capacity(self._delta_spent(con))
         if self.limit is None:
@@ -350,11 +305,14 @@ class Ledger:
         if signature is not None and self._records_cache is not None and self._records_cache[0] == signature:
             return self._records_cache[1]
         with self._open() as con:
-            rows = con.execute("SELECT kind, table_name, name, payload FROM dpsql_records ORDER BY seq").fetchall() \
-                if self._has(con, "dpsql_records") else []
-        records = [(k, t, n, json.loads(p)) for k, t, n, p in rows]
+            records = self._read_records(con)
         self._records_cache = (signature, records) if signature is not None else None
         return records
+
+    def _read_records(self, con) -> list[tuple[str, str, str, Any]]:
+        rows = con.execute("SELECT kind, table_name, name, payload FROM dpsql_records ORDER BY seq").fetchall() \
+            if self._has(con, "dpsql_records") else []
+        return [(k, t, n, json.loads(p)) for k, t, n, p in rows]
 
     def remaining(self) -> float:
         return self.status()[2]
@@ -402,6 +360,8 @@ class Ledger:
                 for e in entries:
                     done.append(self._append(con, e))
                 con.execute("COMMIT")
+                if self._held is not None:  # held open: write the state to its file now, as closing would,
+                    con.execute("CHECKPOINT state")  # so the version read next is the one the hold leaves
             except BaseException:
                 try:
                     con.execute("ROLLBACK")
@@ -409,8 +369,10 @@ class Ledger:
                     pass
                 raise
             state = self._status(con), self._delta_spent(con)
-        if self.written_version is not None:  # the state just left, as `status` would read it
+            records = self._read_records(con)
+        if self.written_version is not None:  # the state just left, as `status` and `records` would read it
             self._status_cache = ((self.written_version, self.limit), state)
+            self._records_cache = (self.written_version, records)
         return done
 
     def _status_after(self, con, entries: list["Entry"]) -> tuple[float, float, float]:
@@ -623,9 +585,6 @@ class Ledger:
             self._tables.add(table)
         return table in self._tables
 
-    def close(self) -> None:
-        if self._memory is not None:
-            self._memory.close()
 
 
 def _has_table(con, name: str) -> bool:

@@ -231,7 +231,8 @@ class Session:
             if len(statements) > 1:
                 self._validate(statements)
             for st in statements:
-                done = handlers.run(self, st, params)
+                with self.ledger.holding():  # its ledger reads and charge share one open ledger
+                    done = handlers.run(self, st, params)
                 if any(r.kind == "dp" for r in done):
                     self.last_charge = sum(r.charged for r in done)
                 results.extend(r.with_stderr_columns() if self.stderr_columns else r for r in done)

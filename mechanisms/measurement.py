@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from math import gcd, prod
 
@@ -148,16 +149,22 @@ def measure(
     return release(exact_answer(counts, query, kind), kind, share, rng, contribution_bound)
 
 
+def _decimal_ratio(value: float) -> tuple[int, int]:
+    """(numerator, denominator) of the value's printed decimal, in lowest terms (as Fraction(repr(value)),
+    through the C decimal module: several times faster)."""
+    return Decimal(repr(value)).as_integer_ratio()
+
+
 def lattice_step(values) -> Fraction:
     """The largest γ such that every value (read as its printed decimal) is a multiple of γ."""
-    fracs = {Fraction(repr(float(v))) for v in np.unique(np.asarray(values, dtype=float)) if v != 0}
-    if not fracs:
+    ratios = [_decimal_ratio(v) for v in np.unique(np.asarray(values, dtype=float)).tolist() if v != 0]
+    if not ratios:
         return Fraction(1)
     num = 0
     den = 1
-    for f in fracs:
-        num = gcd(num, f.numerator)
-        den = den * f.denominator // gcd(den, f.denominator)
+    for n, d in ratios:
+        num = gcd(num, n)
+        den = den * d // gcd(den, d)
     return Fraction(num, den)
 
 
@@ -165,10 +172,13 @@ def _integer_units(values: np.ndarray, step: Fraction) -> np.ndarray:
     """values / step as exact Python integers."""
     flat = np.asarray(values, dtype=float)
     uniq, inverse = np.unique(flat, return_inverse=True)
-    units = [Fraction(repr(float(u))) / step for u in uniq]
-    if any(u.denominator != 1 for u in units):
-        raise ArithmeticError("query entries are not multiples of the lattice step")
-    ints = [u.numerator for u in units]
+    ints = []
+    for u in uniq.tolist():
+        n, d = _decimal_ratio(u)
+        whole, left = divmod(n * step.denominator, d * step.numerator)  # u / step = (n/d) / (p/q)
+        if left:
+            raise ArithmeticError("query entries are not multiples of the lattice step")
+        ints.append(whole)
     return np.asarray(ints, dtype=object)[inverse].reshape(flat.shape)
 
 

@@ -75,7 +75,6 @@ class ResidualTable:
     dims: np.ndarray
     marginal_codes: np.ndarray | None = None
     marginal_weights: np.ndarray | None = None
-    per_cell: sparse.csr_matrix | None = None
     cells: np.ndarray | None = None
 
     @cached_property
@@ -110,19 +109,86 @@ class ResidualTable:
     @classmethod
     def from_codes(cls, domain: Domain, codes: np.ndarray, weights) -> "ResidualTable":
         """Weighted marginals given as rows of attribute indices (ascending, −1 padded),
-        vectorized: every subset of every marginal in one pass."""
+        vectorized: every subset of every marginal, a chunk of marginals at a time, each chunk's
+        residuals summed before the next (memory: the residuals and one chunk, not every
+        (marginal, subset) pair at once; `per_cell` is built only when asked)."""
         codes = np.asarray(codes, dtype=np.int64).reshape(len(weights), -1)
         weights = np.asarray(weights, dtype=float)
-        sizes = np.asarray(domain.sizes, dtype=float)
         base = len(domain) + 1
         if float(base) ** codes.shape[1] >= 2.0**62:
             raise ValueError("too many attributes for the residual key encoding")
-        width = (codes >= 0).sum(axis=1)
-        padded = np.where(codes >= 0, codes, 0)
-        cells = np.prod(np.where(codes >= 0, sizes[padded], 1.0), axis=1)
-        rows, keys, values, costs, dims = [], [], [], [], []
-        for k in np.unique(width):
-            members = np.flatnonzero(width == k)
+        cells = _cells(domain, codes)
+        found: dict[int, list[tuple[np.ndarray, ...]]] = {}  # |S| -> per chunk: (keys, A_S part, p_S, m_S)
+        for members, key, size, p, dim, per in _subsets(domain, codes, weights):
+            unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            found.setdefault(size, []).append(
+                (unique, np.bincount(inverse, per * cells[members], minlength=unique.size), p[first], dim[first]))
+        residuals, weight, cost, dim = [], [], [], []
+        for size in sorted(found):  # keys of fewer attributes are smaller: the result is sorted by key
+            keys, part, p, m = (np.concatenate(column) for column in zip(*found.pop(size)))
+            unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            del keys
+            a = np.bincount(inverse, part, minlength=unique.size)  # A_S = Σ_Q c_Q m_S/n(Q\S)
+            del inverse, part
+            keep = (a > 0) & (m[first] > 0)
+            residuals.append(_decode(unique[keep], base, size, codes.shape[1]))
+            weight.append(a[keep])
+            cost.append(p[first][keep])
+            dim.append(m[first][keep])
+        if not residuals:
+            residuals.append(np.zeros((0, codes.shape[1]), dtype=np.int64))
+        weight, cost, dim = (np.concatenate(a) if a else np.zeros(0) for a in (weight, cost, dim))
+        return cls(domain, np.concatenate(residuals), weight, cost, dim.astype(float), codes, weights, cells)
+
+    @cached_property
+    def per_cell(self) -> sparse.csr_matrix | None:
+        """Marginals × residuals: c_Q·p_S/n(Q\\S)², Q's weighted per-cell variance per unit of v_S (None
+        unless a marginal workload). Built when first asked (max-variance, per-cell variances): it holds an
+        entry per (marginal, subset)."""
+        if self.marginal_codes is None:
+            return None
+        base = len(self.domain) + 1
+        residual_keys = np.zeros(len(self.codes), dtype=np.int64)
+        for c in range(self.codes.shape[1]):
+            present = self.codes[:, c] >= 0
+            residual_keys = np.where(present, residual_keys * base + self.codes[:, c] + 1, residual_keys)
+        rows, columns, values = [], [], []
+        for members, key, _, _, _, per in _subsets(self.domain, self.marginal_codes, self.marginal_weights):
+            at = np.minimum(np.searchsorted(residual_keys, key), max(len(residual_keys) - 1, 0))
+            kept = residual_keys[at] == key if len(residual_keys) else np.zeros(key.size, dtype=bool)
+            rows.append(members[kept])
+            columns.append(at[kept])
+            values.append(per[kept])
+        return sparse.csr_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(columns))),
+                                 shape=(len(self.marginal_codes), len(self.codes)))
+
+    def queries(self) -> float:
+        """Number of workload queries (cells of the workload's marginals)."""
+        if self.cells is None:
+            raise ValueError("query counts are known for marginal workloads only")
+        return float(self.cells.sum())
+
+
+_CHUNK = 1 << 19  # marginals whose subsets are enumerated at once (`_subsets`)
+
+
+def _cells(domain: Domain, codes: np.ndarray) -> np.ndarray:
+    """n(Q) of each marginal (rows of attribute indices, −1 padded)."""
+    sizes = np.asarray(domain.sizes, dtype=float)
+    return np.prod(np.where(codes >= 0, sizes[np.where(codes >= 0, codes, 0)], 1.0), axis=1)
+
+
+def _subsets(domain: Domain, codes: np.ndarray, weights: np.ndarray):
+    """Every (marginal Q, subset S ⊆ Q), a chunk of marginals of one width at a time: yields (the chunk's
+    rows, S's key (attribute index + 1 digits in base d + 1), |S|, p_S, m_S, c_Q·p_S/n(Q\\S)²)."""
+    sizes = np.asarray(domain.sizes, dtype=float)
+    base = len(domain) + 1
+    width = (codes >= 0).sum(axis=1)
+    for k in np.unique(width):
+        every = np.flatnonzero(width == k)
+        for start in range(0, every.size, _CHUNK):
+            checkpoint(float(2**k * min(_CHUNK, every.size - start)))
+            members = every[start:start + _CHUNK]
             attrs = codes[members, :k]
             n = sizes[attrs]
             for j in range(k + 1):
@@ -134,35 +200,7 @@ class ResidualTable:
                     key = np.zeros(members.size, dtype=np.int64)
                     for c in cols:
                         key = key * base + attrs[:, c] + 1
-                    rows.append(members)
-                    keys.append(key)
-                    values.append(weights[members] * p / rest**2)
-                    costs.append(p)
-                    dims.append(np.prod(n[:, inside] - 1, axis=1))
-        unique, first, inverse = np.unique(np.concatenate(keys), return_index=True, return_inverse=True)
-        per_cell = sparse.csr_matrix(
-            (np.concatenate(values), (np.concatenate(rows), inverse)), shape=(codes.shape[0], unique.size)
-        )
-        cost, dim = np.concatenate(costs)[first], np.concatenate(dims)[first]
-        weight = per_cell.T @ cells  # A_S = Σ_Q n(Q)·c_Q·p_S/n(Q\S)² = Σ_Q c_Q m_S/n(Q\S)
-        keep = (weight > 0) & (dim > 0)
-        return cls(
-            domain,
-            _decode(unique[keep], base, codes.shape[1]),
-            weight[keep],
-            cost[keep],
-            dim[keep].astype(float),
-            codes,
-            weights,
-            per_cell[:, keep].tocsr(),
-            cells,
-        )
-
-    def queries(self) -> float:
-        """Number of workload queries (cells of the workload's marginals)."""
-        if self.cells is None:
-            raise ValueError("query counts are known for marginal workloads only")
-        return float(self.cells.sum())
+                    yield members, key, j, p, np.prod(n[:, inside] - 1, axis=1), weights[members] * p / rest**2
 
 
 def _dim(domain: Domain, s: Clique) -> int:
@@ -189,20 +227,14 @@ def _names(domain: Domain, codes: np.ndarray) -> list[Clique]:
     return [tuple(names[i] for i in row if i >= 0) for row in codes.tolist()]
 
 
-def _decode(keys: np.ndarray, base: int, width: int) -> np.ndarray:
-    """Attribute-index rows of encoded residual keys (digits 1..d in base d + 1), −1 padded."""
-    digits = np.zeros((keys.size, width), dtype=np.int64)
+def _decode(keys: np.ndarray, base: int, size: int, width: int) -> np.ndarray:
+    """Attribute-index rows of encoded residual keys of `size` attributes each (digits 1..d in base d + 1),
+    −1 padded to `width`."""
+    out = np.full((keys.size, width), -1, dtype=np.int64)
     keys = keys.copy()
-    count = np.zeros(keys.size, dtype=np.int64)
-    for pos in range(width - 1, -1, -1):
+    for pos in range(size - 1, -1, -1):
         keys, digit = np.divmod(keys, base)
-        digits[:, pos] = digit
-        count += digit > 0
-    # digits are right-aligned: shift each row left by its number of empty slots
-    shift = width - count
-    cols = (np.arange(width)[None, :] + shift[:, None]) % width
-    out = np.take_along_axis(digits, cols, axis=1) - 1
-    out[np.arange(width)[None, :] >= count[:, None]] = -1
+        out[:, pos] = digit - 1
     return out
 
 

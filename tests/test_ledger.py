@@ -225,3 +225,76 @@ def test_what_one_connection_paid_for_is_free_in_another_opened_before(tmp_path)
     assert second.budget.spent.rho == pytest.approx(spent) and first.budget.spent.rho == pytest.approx(spent)
     assert first.execute(query).fetchall() == paid  # first's own model stayed current
     first.close(), second.close()
+
+
+def _people_db(tmp_path, rows=5000):
+    db = tmp_path / "data.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(f"CREATE TABLE people AS SELECT (i % 100)::INTEGER AS age FROM range({rows}) t(i)")
+    con.close()
+    return str(db), {"tables": {"people": {"columns": {"age": {"type": "integer", "min": 0, "max": 99}}}}}
+
+
+def _lock_is_free(state: str) -> bool:
+    import fcntl
+
+    with open(state + ".lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        return True
+
+
+def test_a_statement_opens_the_ledger_once_and_lets_it_go(tmp_path, monkeypatch):
+    db, catalog = _people_db(tmp_path)
+    state = str(tmp_path / "state")
+    c = dpsql.connect(db, catalog=catalog, rho=1.0, state=state, seed=1)
+    opens = []
+    locked = Ledger._locked
+    monkeypatch.setattr(Ledger, "_locked", lambda self: opens.append(1) or locked(self))
+    c.execute("SELECT COUNT(*) FROM people WHERE age < 50").fetchall()  # reads, plans, scans and charges
+    assert len(opens) == 1 and _lock_is_free(state)
+    c.execute("SELECT COUNT(*) FROM people WHERE age < 50").fetchall()  # a re-ask: nothing to read
+    assert len(opens) == 1
+    c.session.query_share = 10.0
+    with pytest.raises(BudgetExceededError):
+        c.execute("SELECT COUNT(*) FROM people WHERE age < 20")
+    assert _lock_is_free(state)  # a refused statement lets the ledger go too
+    Ledger(state, "gaussian", None, 1e-9).charge(0.01, "elsewhere", None, None, [])
+    c.session.query_share, before = 0.01, len(opens)
+    c.execute("SELECT COUNT(*) FROM people WHERE age < 20").fetchall()  # sees the other charge: reads once
+    assert len(opens) == before + 1 and _lock_is_free(state)
+    assert c.ledger.verify() == [] and len(c.ledger.charges()) == 3
+    c.close()
+
+
+def _query_loop(db, catalog, state, first, out):
+    c = dpsql.connect(db, catalog=catalog, state=state, query_rho=0.07, seed=first)
+    answered = 0
+    for threshold in range(first, first + 6):
+        try:
+            c.execute(f"SELECT COUNT(*) FROM people WHERE age < {threshold}").fetchall()
+            answered += 1
+        except BudgetExceededError:
+            pass
+    c.close()
+    out.put(answered)
+
+
+def test_statements_racing_in_processes_never_overspend(tmp_path):
+    db, catalog = _people_db(tmp_path)
+    state = str(tmp_path / "state")
+    Ledger(state, "gaussian", 1.0, 1e-9)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_query_loop, args=(db, catalog, state, 10 * i + 1, out)) for i in range(3)]
+    for p in procs:
+        p.start()
+    answered = sum(out.get(timeout=600) for _ in procs)
+    for p in procs:
+        p.join(60)
+    ledger = Ledger(state, "gaussian", None, 1e-9)
+    assert answered == len(ledger.charges()) == 14  # floor(1 / 0.07) of 18 distinct queries
+    assert ledger.spent() <= 1.0 + 1e-9 and ledger.verify() == []

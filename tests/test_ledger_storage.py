@@ -18,6 +18,7 @@ import dpsql.ledger
 from dpsql import cli
 from dpsql.errors import OperationalError
 from dpsql.ledger import Ledger
+from dpsql.ledger_file import StateFile
 from dpsql.synth import synthesize
 from mechanisms.matrices import Prefix
 from mechanisms.measurement import Measurement
@@ -71,13 +72,13 @@ class Disk:
 
 @pytest.fixture
 def disk(monkeypatch):
-    real, disk = duckdb.connect, Disk()
+    real, disk = StateFile._attached, Disk()
 
-    def connect(database=":memory:", *args, **kwargs):
-        con = real(database, *args, **kwargs)
-        return _FullDisk(con, database) if disk.full and str(database).endswith("state") else con
+    def attached(self):
+        con = real(self)
+        return _FullDisk(con, self.path) if disk.full else con
 
-    monkeypatch.setattr(dpsql.ledger.duckdb, "connect", connect)
+    monkeypatch.setattr(StateFile, "_attached", attached)
     return disk
 
 

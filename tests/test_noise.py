@@ -30,7 +30,7 @@ from mechanisms.noise import (
     sample_discrete_laplace,
     to_fraction_upper,
 )
-from mechanisms.noise import batched
+from mechanisms.noise import batched, exact
 from mechanisms.noise.exact import GaussianParams
 
 CHI2_ALPHA = 1e-4
@@ -267,7 +267,7 @@ def test_vectors_never_take_the_scalar_path(monkeypatch, seed) -> None:
         raise AssertionError("the scalar sampler ran for a vector")
 
     for name in ("_discrete_gaussian", "_discrete_laplace", "_bern_exp", "_bern_exp_frac", "_bern_exp_one"):
-        monkeypatch.setattr(batched.exact, name, scalar)
+        monkeypatch.setattr(exact, name, scalar)
     monkeypatch.setattr(RandomSource, "randbelow", scalar)
     for sigma in (0.5, 3.0, 50.0, 1e6, 1e9, 1e12):
         for size in (1, 2, 7, 1000):

@@ -111,6 +111,24 @@ def test_direct_and_marginal_estimates_combine_by_precision():
     np.testing.assert_allclose(var, [0.8, 0.8, 0.8])
 
 
+def test_a_re_asked_block_is_computed_once_per_set_of_measurements(monkeypatch):
+    block = Block("count by a", ("a",), [Term(1.0, {})])
+    model = LeastSquaresModel(DOMAIN)
+    model.add(Measurement(("a",), "gaussian", 0.1, 4.0, np.array([10.0, 20.0, 30.0])))
+    first = model.answer(block)
+    assert model.covers(block)
+    first[0][:] = -1  # a caller's change to its answer is not the model's
+    calls = []
+    for e in model.estimators:
+        monkeypatch.setattr(e, "covers", lambda b, covers=e.covers: calls.append(b) or covers(b))
+    assert model.covers(block) and model.answer(block)[0].tolist() == [10.0, 20.0, 30.0]
+    assert np.allclose(model.variance(block), 4.0) and calls == []  # remembered: the estimators are not asked
+    model.add(Measurement(("a",), "gaussian", 0.1, 4.0, np.array([12.0, 22.0, 32.0]),
+                          key=block.fingerprint(DOMAIN)))  # a new measurement: computed again
+    np.testing.assert_allclose(model.answer(block)[0], [11.0, 21.0, 31.0])
+    np.testing.assert_allclose(model.variance(block), 2.0)
+
+
 def test_residual_weights_sum_to_total_error():
     block = Block("count by a,b", ("a", "b"), [Term(1.0, {})])
     weights = residual_weights(block, DOMAIN)

@@ -200,7 +200,7 @@ def _grouped_raw(column: Column) -> bool:
 
 def marginal_sql(
     table: Table, cliques: list[Clique], key: str | None = None, relation: Relation = quote_identifier,
-    stored: Stored = None, within: Within = None,
+    stored: Stored = None, within: Within = None, trusted: bool = False,
 ) -> tuple[str, list[str]]:
     """One scan of the protected table computing every clique's marginal (DuckDB SQL).
 
@@ -213,7 +213,9 @@ def marginal_sql(
     grouped, as GROUPING() does, spelled with one-argument GROUPING() calls, which
     every engine has. `within` (clique -> per attribute, the bins needed: `measurement.support`)
     lets the scan read only rows in the bins some clique needs (`Column.within_sql`); the
-    cells outside are then counted as 0, which the measurements never read.
+    cells outside are then counted as 0, which the measurements never read. `trusted`: `stored` holds
+    what the owner validated, not what the schema guarantees (`dpsql.validation`); a row that does not fit
+    after all has no bin in some column, and its groups are left out of that column's marginals.
     """
     pairs = table.units_of is not None
     source = (unit_pairs_source(table, key, relation, stored) if pairs
@@ -241,7 +243,12 @@ def marginal_sql(
         f"FROM (SELECT {scan} FROM {source}) GROUP BY {group}"
     )
     binned = ", ".join(f"{c.bin_sql(k) if c.name in raw and not pairs else k} AS {b}" for c, k, b in zip(used, keys, names))
-    return f"SELECT {binned}, g, n FROM ({counted})", names
+    sql = f"SELECT {binned}, g, n FROM ({counted})"
+    if trusted:  # a column's bin is NULL only where the column is not grouped, or a row did not fit
+        binned_only = " AND ".join(f"({b} IS NOT NULL OR g & {1 << (len(names) - 1 - i)} <> 0)"
+                                   for i, b in enumerate(names))
+        sql = f"SELECT * FROM ({sql}) WHERE {binned_only}"
+    return sql, names
 
 
 def _needed_rows(used: list[Column], cliques: list[Clique], within: Within, integral: set[str]) -> str:
@@ -375,6 +382,11 @@ class SQLBackend:
         scan, from no row: checks their types make true are left out. Nothing where the engine does not say."""
         return {}
 
+    def marginal_types(self, table: Table) -> tuple[dict[str, StoredType], bool]:
+        """The column types a marginal scan may rely on, and whether they are the owner's validation
+        (`dpsql.validation`) rather than the schema's guarantee: `stored_types` here."""
+        return self.stored_types(table), False
+
     def marginals(self, table: Table, cliques: list[Clique], key: str | None = None, within: Within = None
                   ) -> dict[Clique, np.ndarray]:
         cliques = list(dict.fromkeys(cliques))
@@ -386,8 +398,8 @@ class SQLBackend:
                               f"reading the edges of {table.graph.edges!r}")
             return graph_marginals(table.graph, table.role, table.domain, cliques,
                                    np.asarray(edges["s"], dtype=np.int64), np.asarray(edges["t"], dtype=np.int64))
-        sql, names = marginal_sql(table, cliques, key, self.relation, self.stored_types(table.units_of or table),
-                                  within)
+        stored, trusted = self.marginal_types(table.units_of or table)
+        sql, names = marginal_sql(table, cliques, key, self.relation, stored, within, trusted)
         result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)
         return decode_marginals(table, cliques, names, result)
 

@@ -8,6 +8,7 @@ import numpy as np
 from dpsql.backends.base import SQLBackend
 from dpsql.catalog import Table
 from dpsql.columns import StoredType, quote_identifier
+from dpsql.validation import Validations, as_validated
 
 
 _INTEGER_TYPES = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
@@ -24,12 +25,14 @@ class DuckDBBackend(SQLBackend):
 
     errors = (duckdb.Error,)
 
-    def __init__(self, con: duckdb.DuckDBPyConnection):
-        """Measure in `con`'s database, on a new connection of its own."""
+    def __init__(self, con: duckdb.DuckDBPyConnection, validations: Validations | None = None):
+        """Measure in `con`'s database, on a new connection of its own; `validations`: the tables the owner
+        validated in it (`dpsql.validation`)."""
         super().__init__()
         self.con = con = con.cursor()
         self.database, self.schema = con.execute("SELECT current_database(), current_schema()").fetchone()
         con.execute("SET search_path = 'system.main'")
+        self.validations = validations
 
     def relation(self, name: str) -> str:
         return ".".join(quote_identifier(p) for p in (self.database, self.schema, name))
@@ -50,6 +53,18 @@ class DuckDBBackend(SQLBackend):
                 values = tuple(str(v) for v in dict(kind.children)["values"]) if kind.id == "enum" else None
                 out[name] = StoredType(values, name.lower() in not_null, kind.id in _INTEGER_TYPES)
         return out
+
+    def marginal_types(self, table: Table) -> tuple[dict[str, StoredType], bool]:
+        """The stored types, or, for a table the owner validated and that is unchanged since (its row count,
+        read from metadata, and the database files), the types its rows were found to have."""
+        stored = self.stored_types(table)
+        if self.validations is None or table.name.lower() not in self.validations.tables:
+            return stored, False
+        try:
+            rows = self.con.execute(f"SELECT COUNT(*) FROM {self.relation(table.name)}").fetchone()[0]
+        except duckdb.Error:
+            return stored, False  # the scan itself reports what is wrong
+        return (as_validated(table, stored), True) if self.validations.holds(table, rows) else (stored, False)
 
     def fetch(self, sql: str, columns: list[str]) -> dict[str, np.ndarray]:
         result = self.con.execute(sql).fetchnumpy()

@@ -26,7 +26,8 @@ def query(session, sql: str, params: Sequence[Any] | dict | None = None) -> Resu
     s = session
     sql, weight = take_weight(sql)
     if s.protected.reference(sql) is None:
-        return s.workspace.run(sql, params)
+        with s.ledger.suspended():  # public SQL may run long: other processes need not wait for it
+            return s.workspace.run(sql, params)
     compiled = s.compile(sql, params, weight=weight)
     selection = key_release.needed(s, compiled, sql, params, weight)
     if selection is not None:

@@ -29,7 +29,6 @@ import functools
 
 import numpy as np
 
-from mechanisms.noise import exact
 from mechanisms.noise.exact import GaussianParams
 from mechanisms.noise.random_source import RandomSource
 

@@ -17,7 +17,7 @@ post-processing.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -130,6 +130,9 @@ class DirectAnswers:
         return self.variance(first) if same else np.zeros(first.num_rows(self.domain))
 
 
+_REMEMBERED = 4096  # computed results a model keeps (then it starts again)
+
+
 class LeastSquaresModel:
     """All measurements of one table, answering any block they determine."""
 
@@ -137,13 +140,26 @@ class LeastSquaresModel:
         self.domain = domain
         self.measurements: list[Measurement] = []
         self._estimators: list[Estimator] | None = None
+        self._known: dict[tuple, Any] = {}  # (what, block fingerprints) -> computed: see `_remembered`
         for m in measurements or []:
             self.add(m)
 
     def add(self, m: Measurement) -> None:
-        """Include one more measurement (estimators are rebuilt lazily)."""
+        """Include one more measurement (estimators are rebuilt lazily, what was computed is forgotten)."""
         self.measurements.append(m)
         self._estimators = None
+        self._known.clear()
+
+    def _remembered(self, what: str, blocks: tuple[Block, ...], compute: Callable[[], Any]) -> Any:
+        """`compute()`, remembered by `what` and the blocks' fingerprints until a measurement is added: a
+        re-asked block's coverage, weights and answer (rebuilding the Kronecker factors of the coverage
+        check cost milliseconds per block) are computed once per set of measurements."""
+        key = (what, *(b.fingerprint(self.domain) for b in blocks))
+        if key not in self._known:
+            if len(self._known) >= _REMEMBERED:
+                self._known.clear()
+            self._known[key] = compute()
+        return self._known[key]
 
     @property
     def estimators(self) -> list[Estimator]:
@@ -164,10 +180,14 @@ class LeastSquaresModel:
 
     def covers(self, block: Block) -> bool:
         """True when the block can be answered without new measurements."""
-        return not block.terms or any(e.covers(block) for e in self.estimators)
+        return not block.terms or self._remembered("covers", (block,),
+                                                   lambda: any(e.covers(block) for e in self.estimators))
 
     def _weights(self, block: Block) -> list[tuple[Estimator, np.ndarray, np.ndarray]]:
         """(estimator, its row variances, its inverse-variance weight per row) for covering ones."""
+        return self._remembered("weights", (block,), lambda: self._weighed(block))
+
+    def _weighed(self, block: Block) -> list[tuple[Estimator, np.ndarray, np.ndarray]]:
         found = [(e, e.variance(block)) for e in self.estimators if e.covers(block)]
         if not found:
             raise NotInSpan(f"block {block.name!r} is not determined by the measurements")
@@ -181,6 +201,10 @@ class LeastSquaresModel:
         if not block.terms:
             zeros = np.zeros(block.num_rows(self.domain))
             return zeros, zeros
+        estimate, variance = self._remembered("answer", (block,), lambda: self._answered(block))
+        return estimate.copy(), variance.copy()
+
+    def _answered(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
         parts = self._weights(block)
         estimate = sum(w * e.estimate(block) for e, _, w in parts)
         variance = sum(w**2 * v for _, v, w in parts)
