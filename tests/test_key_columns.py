@@ -34,17 +34,13 @@ RARE = [f"/secret/{i}" for i in range(50)]
 @pytest.fixture(scope="module")
 def database(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("keys") / "visits.duckdb")
-    rows, user = [], 0
-    for url, n in FREQUENT.items():
-        for i in range(n):
-            rows.append((user, url, i % 10))
-            user += 1
-    for url in RARE:
-        rows.append((user, url, 3))
-        user += 1
     con = duckdb.connect(path)
     con.execute("CREATE TABLE visits (user_id INTEGER, url VARCHAR, age INTEGER)")
-    con.executemany("INSERT INTO visits VALUES (?, ?, ?)", rows)
+    user = 0
+    for url, n in FREQUENT.items():  # set-wise: 13,000 single-row inserts took seconds
+        con.execute("INSERT INTO visits SELECT ? + i, ?, i % 10 FROM range(?) t(i)", [user, url, n])
+        user += n
+    con.executemany("INSERT INTO visits VALUES (?, ?, 3)", [(user + j, url) for j, url in enumerate(RARE)])
     con.close()
     return path
 
