@@ -15,7 +15,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/dpsql demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -17,7 +17,7 @@ input:
   that holds them gains no object (macro, function, sequence, type, schema, table)
   and changes no setting: public SQL runs in a workspace of its own.
 
-The default run tries FUZZ_INPUTS inputs (1,500; the environment variable
+The default run tries FUZZ_INPUTS inputs (600; the environment variable
 DPSQL_FUZZ_INPUTS overrides it); the `slow` run tries 10,000.
 """
 
@@ -43,7 +43,7 @@ from dpsql.ledger import Ledger
 from dpsql.shell import Shell
 from dpsql.shell.commands import COMMANDS
 
-FUZZ_INPUTS = int(os.environ.get("DPSQL_FUZZ_INPUTS", "1500"))
+FUZZ_INPUTS = int(os.environ.get("DPSQL_FUZZ_INPUTS", "600"))
 SECRET_TEXT = "S3CR3T-Zq9"
 SECRET_CATEGORY = "Qv7-CATEGORY"
 SECRET_NUMBERS = ("731.0625", "8812.3125")

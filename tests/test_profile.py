@@ -161,16 +161,20 @@ def test_a_failed_scan_is_logged_for_the_owner_only(profile):
     assert "SECRET-77" in (profile.parent / "owner.log").read_text()
 
 
-def test_the_shell_connects_by_profile_and_refuses_owner_flags(profile):
+def test_the_shell_connects_by_profile_and_refuses_owner_flags(profile, capsys):
+    from dpsql import cli
+
     run = [sys.executable, "-m", "dpsql.cli", "shell", "--profile", str(profile)]
     env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run([*run, "--analyst", "alice", "-c", "SELECT COUNT(*) AS n FROM people"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0 and "charged ε=0.5" in done.stdout, done.stderr
-    for extra in (["--catalog", "x.toml"], ["--state", "fresh.state"], ["--epsilon", "100"], ["data.duckdb"]):
-        done = subprocess.run([*run, "--analyst", "alice", *extra, "-c", "SELECT 1"], capture_output=True,
-                              text=True, env=env, timeout=120)
-        assert done.returncode == 1 and "profile fixes" in done.stderr, (extra, done.stderr)
+    done = subprocess.run([*run, "--analyst", "alice", "--epsilon", "100", "-c", "SELECT 1"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 1 and "profile fixes" in done.stderr, done.stderr
+    for extra in (["--catalog", "x.toml"], ["--state", "fresh.state"], ["data.duckdb"]):  # the same CLI, in-process
+        code = cli.main(["shell", "--profile", str(profile), "--analyst", "alice", *extra, "-c", "SELECT 1"])
+        assert code == 1 and "profile fixes" in capsys.readouterr().err, extra
 
 
 # --- owner files out of analysts' reach ---------------------------------------------------------------
@@ -185,9 +189,13 @@ def _another_deployment(folder: Path) -> None:
 
 @pytest.mark.parametrize("layout", ["dot", "log inside", "hard link to the ledger", "another profile deep down",
                                     "a database under another name", "a ledger", "a TLS key"])
-def test_an_output_dir_holding_owner_or_deployment_files_refuses_to_start(profile, layout):
+def test_an_output_dir_holding_owner_or_deployment_files_refuses_to_start(profile, layout, capsys):
     """The README's old example (output_dir = ".") and every way owner or deployment files end up in
-    the analysts' folder: the profile connection, the shell and the server refuse to start, naming it."""
+    the analysts' folder: the profile connection and the shell refuse to start, naming it (the shell as a
+    process for the first layout, in-process through the same CLI entry for the others; the server:
+    tests/test_serve.py)."""
+    from dpsql import cli
+
     exports, text = profile.parent / "exports", PROFILE
     with dpsql.connect(profile=profile, analyst="bob") as conn:
         conn.execute("SELECT COUNT(*) FROM people")  # the ledger exists
@@ -211,11 +219,16 @@ def test_an_output_dir_holding_owner_or_deployment_files_refuses_to_start(profil
     profile.write_text(text)
     with pytest.raises(dpsql.ProfileError, match="output_dir .* holds the data owner's or a deployment's files"):
         dpsql.connect(profile=profile, analyst="bob")
-    run = [sys.executable, "-m", "dpsql.cli", "shell", "--profile", str(profile), "--analyst", "bob", "-c", "SELECT 1"]
-    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 1 and "holds the data owner's or a deployment's files" in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr
+    argv = ["shell", "--profile", str(profile), "--analyst", "bob", "-c", "SELECT 1"]
+    if layout == "dot":
+        env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        done = subprocess.run([sys.executable, "-m", "dpsql.cli", *argv], capture_output=True, text=True, env=env,
+                              timeout=120)
+        code, err = done.returncode, done.stderr
+    else:
+        code, err = cli.main(argv), capsys.readouterr().err
+    assert code == 1 and "holds the data owner's or a deployment's files" in err, err
+    assert "Traceback" not in err
 
 
 def test_analysts_never_read_or_write_a_deployments_files(profile):

@@ -15,12 +15,14 @@ other section fails the test until it is run or listed there.
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import dpsql
+from dpsql.shell import demo_paths
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 RUN = ("## A 5-minute tour", "## The SQL it accepts", "## Interactive shell", "## Deploying to analysts",
@@ -79,6 +81,14 @@ def test_every_example_is_run_or_listed():
     assert set(sections()) == set(RUN) | set(NOT_RUN)
 
 
+def _seed_demo_cache(written: Path, env: dict) -> None:
+    """Put the table `dpsql demo --write` just wrote where `dpsql shell` (no database) looks for the demo
+    database: the same generated million rows, not generated twice (tests/test_shell.py tests the generation)."""
+    database = Path(env["XDG_CACHE_HOME"]) / "dpsql" / demo_paths()[0].name
+    database.parent.mkdir(parents=True)
+    shutil.copyfile(written, database)
+
+
 def test_readme_examples_run(tmp_path, monkeypatch, capsys):
     found = sections()
     bin_dir = str(Path(sys.executable).parent)
@@ -93,6 +103,8 @@ def test_readme_examples_run(tmp_path, monkeypatch, capsys):
                                       capture_output=True, text=True, timeout=300)
                 assert done.returncode == 0, f"sh block failed:\n{code}\n{done.stdout}\n{done.stderr}"
                 assert "Traceback" not in done.stderr
+                if code.startswith("dpsql demo --write census.duckdb"):
+                    _seed_demo_cache(tmp_path / "census.duckdb", env)
             elif lang == "python":
                 exec(compile(code, f"{README} ({title})", "exec"), session)
             elif lang == "sql":
