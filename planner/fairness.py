@@ -129,6 +129,16 @@ def block_needs(fraction: float, rmse: dict[str, float], reference: EvenSplit, n
     return out
 
 
+def topup(need: float, even: float, pool: float, noise_exponent: int) -> float:
+    """The direct measurement's fraction that lets a block needing `need` meet its even split (fraction `even`)
+    beside its pool at fraction `pool` (`pool_floor`)."""
+    if need <= pool:
+        return 0.0
+    if need == float("inf"):
+        return even
+    return even * (1 - (pool / need) ** noise_exponent) ** (1 / noise_exponent)
+
+
 def pool_floor(needs: dict[str, float], even: dict[str, float], noise: str) -> tuple[float, dict[str, float]] | None:
     """A shared pool's floor x and the direct top-ups ψ_b of the blocks it leaves short: the least x + Σψ_b.
 
@@ -144,8 +154,7 @@ def pool_floor(needs: dict[str, float], even: dict[str, float], noise: str) -> t
     for x in sorted({n for n in needs.values() if 0 < n < float("inf")} | {entitled}):
         if x <= 0:
             continue
-        topups = {b: even[b] * (1 - (x / n) ** kappa) ** (1 / kappa) if n < float("inf") else even[b]
-                  for b, n in needs.items() if n > x}
+        topups = {b: topup(n, even[b], x, kappa) for b, n in needs.items() if n > x}
         total = x + sum(topups.values())
         if best is None or total < best[0]:
             best = (total, x, topups)
@@ -154,4 +163,5 @@ def pool_floor(needs: dict[str, float], even: dict[str, float], noise: str) -> t
     return best[1], best[2]
 
 
-__all__ = ["EvenSplit", "TOLERANCE", "block_needs", "even_split", "floored_split", "pool_floor", "query_groups"]
+__all__ = ["EvenSplit", "TOLERANCE", "block_needs", "even_split", "floored_split", "pool_floor", "query_groups",
+           "topup"]

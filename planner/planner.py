@@ -22,7 +22,7 @@ from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
 from planner.certificates import ONE_PRODUCT, direct_reason
-from planner.fairness import EvenSplit, block_needs, even_split, floored_split, pool_floor
+from planner.fairness import EvenSplit, block_needs, even_split, floored_split, pool_floor, topup
 from planner.planning_limit import PlanningLimit, OutOfTime
 from planner.families import FAMILIES, MARGINALS, PER_QUERY, PerQuery, budget_exponent, combined_unit_error, split
 from planner.adaptive import PROCEDURES, predict
@@ -309,6 +309,9 @@ def _measurements(family: str, allocations, share: float, noise: str, contributi
     return out
 
 
+_TOP_UP_ROUNDS = 20  # re-splits after shrinking top-ups to their pools' final fractions
+
+
 def _fairest(parts, allocations, fractions, families, cost, blocks, budget, noise, contribution, domain, fair,
              limit: PlanningLimit):
     """The floored split (`_floored`) of the greedy parts, or, when their floors bind, of the whole workload
@@ -350,6 +353,7 @@ def _floored(parts, allocations, fractions: list[float], budget: float, noise: s
         rmse = expected_rmse(Workload(domain, [b]), _measurements(PER_QUERY, allocs, share, noise, contribution, domain))
         add(PER_QUERY, [b], allocs, share / budget, weights[b.name] * b.num_rows(domain) * rmse[b.name] ** 2 * share**k)
 
+    topped = []  # (top-up's part, its pool's part, block, the pool's needs)
     variances = []  # per part: {block: (rows × weight, variance at the part's unconstrained fraction, fraction)}
     for (name, bs), allocs, fraction in zip(parts, allocations, fractions):
         if name == PER_QUERY:
@@ -365,14 +369,31 @@ def _floored(parts, allocations, fractions: list[float], budget: float, noise: s
             continue
         x, topups = floor
         add(name, bs, allocs, x, sum(weights[b.name] * b.num_rows(domain) * rmse[b.name] ** 2 for b in bs) * share**k)
+        pool = len(floors) - 1
         variances.append((len(floors) - 1, {b.name: (weights[b.name] * b.num_rows(domain), rmse[b.name] ** 2)
                                             for b in bs}, fraction))
         for b in bs:
             if b.name in topups:  # its error is the pool's too: the top-up keeps its floor, slack goes elsewhere
                 add(PER_QUERY, [b], per_query.allocate([b]), topups[b.name], 0.0)
+                topped.append((len(floors) - 1, pool, b.name, needs))
     floored = floored_split(errors, floors, noise)
+    for _ in range(_TOP_UP_ROUNDS):  # a pool given more than its floor needs smaller top-ups: give the rest back
+        if floored is None or not topped:
+            break
+        for i, pool, name, needs in topped:
+            floors[i] = topup(needs[name], reference.share.get(name, 0.0) / budget, floored[pool], k)
+        again = floored_split(errors, floors, noise)
+        if again is None or all(abs(a - b) <= 1e-12 for a, b in zip(again, floored)):
+            break
+        floored = again
     if floored is None:  # the floors sum to at most the even split's total by construction; rounding only
         return parts, allocations, fractions, float("inf")
+    kept = [i for i, f in enumerate(floored) if f > 0 or errors[i] > 0]  # top-ups the pool made unneeded go
+    if len(kept) < len(floored):
+        index = {old: new for new, old in enumerate(kept)}
+        variances = [(index[i], pool, fraction) for i, pool, fraction in variances]
+        out_parts, out_allocations = [out_parts[i] for i in kept], [out_allocations[i] for i in kept]
+        errors, floored = [errors[i] for i in kept], [floored[i] for i in kept]
     # The total error of the split (least squares does at least as well): parts alone, a topped block's pool and
     # direct estimates mixed by inverse variance.
     total = sum(e / max(f, 1e-300) ** k for e, f in zip(errors, floored)) / budget**k
