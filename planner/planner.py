@@ -281,7 +281,9 @@ def _plan(
     plan.fit_seconds = time.perf_counter() - fitting  # the same fit reconstruction runs (see planner.timing)
     if floors_note:  # the chosen plan's line is its own (floored) error; the others are unconstrained
         total = sum(b.weight * b.num_rows(domain) * expected[b.name] ** 2 for b in blocks)
-        plan.alternatives = [a for a in alternatives if a.name != label] + [Alternative(label, total, rows)]
+        mine = Alternative(label, total, rows)
+        plan.alternatives = [mine if a.name == label else a for a in alternatives]
+        plan.alternatives += [] if any(a.name == label for a in alternatives) else [mine]
         plan.notes.append(floors_note)
     return plan
 
