@@ -11,23 +11,29 @@ error, whatever the other queries are (minimizing the total alone gave a filtere
 single-cell COUNT beside GROUP BYs 1.85× its even-split error: its one cell weighs little
 in the total).
 
-**How the planner solves it** (`planner.planner.plan_workload`). A plan is parts — each a
-family's pool of blocks, or one block measured per query — that share the budget: part p
-at a fraction φ_p of B has total error U_p/φ_p^κ (κ = 1 Gaussian, 2 Laplace: every noise
-variance scales as share^-κ). For a block b of part p, let r_b be its RMSE from the part's
-own measurements alone at the part's unconstrained fraction φ⁰_p; least squares over all
-measurements can only lower it (it is the best linear unbiased estimate), so E_b ≤ Ē_b
-holds when φ_p ≥ l_p = max_b φ⁰_p·(r_b/r̄_b)^(2/κ) (r̄_b = √Ē_b). Minimizing Σ U_p/φ_p^κ
-subject to φ_p ≥ l_p and Σφ_p = 1 is convex; its KKT conditions give
-φ_p = max(l_p, c·U_p^(1/(κ+1))) with c set so the fractions sum to one (`floored_split`,
-water-filling; without floors it is the unconstrained optimum). A part measuring one block
-per query has l_p = its even-split fraction exactly. When Σ l_p > 1 some pool's strategy
-serves a block worse than the budget left allows: by Lagrange duality the constrained
-optimum is the unconstrained one for weights w_b + λ_b (λ_b ≥ 0), so the planner raises
-the weights of the blocks short of their floor by their shortfall and plans again
-(`shortfalls`, a few rounds). The even split itself always meets every floor (with
-equality): it is the plan of last resort. Multiple tables share a statement's budget the
-same way, each at least its queries' even share.
+**How the planner solves it** (`planner.planner._floored`). A plan is parts — each a family's
+pool of blocks, or one block measured per query — that share the budget: part p at a fraction
+φ_p of B has total error U_p/φ_p^κ (κ = 1 Gaussian, 2 Laplace: every noise variance scales as
+share^-κ). For a block b of a pool p, let r_b be its RMSE from the pool's own measurements alone
+at the pool's unconstrained fraction φ⁰_p; least squares over all measurements can only lower it
+(it is the best linear unbiased estimate), so b meets its floor once φ_p ≥ n_b = φ⁰_p·(r_b/r̄_b)^(2/κ)
+(r̄_b = √Ē_b; `block_needs`). A block the pool leaves short at φ_p = x is *topped up*: measured as
+asked too, at ψ_b = s_b·(1 − (x/n_b)^κ)^(1/κ) (s_b its even-split fraction), since the inverse-
+variance mix of the two estimates (which least squares matches or beats) then has variance Ē_b
+(`topup`). A pool's floor x minimizes x + Σψ_b over candidate x (`pool_floor`); where nothing
+costs less than its blocks' even shares, the pool is replaced by measuring each block as asked.
+A block measured per query has floor s_b. Minimizing Σ U_p/φ_p^κ subject to φ_p ≥ l_p and
+Σφ_p = 1 is convex; its KKT conditions give φ_p = max(l_p, c·U_p^(1/(κ+1))) with c set so the
+fractions sum to one (`floored_split`, water-filling; without floors it is the unconstrained
+optimum). Top-ups take no slack; once the pools' final fractions are known they shrink to what
+those leave short and the split is redone until stable. The floors sum to at most the even
+split's total, so a feasible plan always exists; the whole workload in one family is floored
+too and the lower total wins (families that tie unconstrained differ under floors). The even
+split itself meets every floor with equality: it is the plan of last resort (calibration
+rounding). Multiple tables share a statement's budget the same way, each at least its queries'
+even share. Not done: re-optimizing a family's strategy under raised weights (the Lagrangian
+form of the constraint: weights w_b + λ_b) — a pool's strategy is taken as optimized for the
+unconstrained total.
 """
 
 from __future__ import annotations
