@@ -8,8 +8,12 @@
   how often `Result.ci(0.95)` and `ci(0.68)` cover the exact quantile, the mean error and 95% width.
 - `distinct`: COUNT(DISTINCT unit) WHERE … on a table whose units have 5 times more rows than the
   bound: the mean error (in stated sd) over seeds and the coverage of the 95% interval.
+- `pgm`: `SET dpsql.estimator = 'pgm'` against least squares on the demo `people` table (3,000 and 300
+  rows): three 2-way marginals measured, then a 2-way marginal outside them, a 1-way marginal and a
+  filtered count asked; how often `ci(0.95)` and `ci(0.68)` cover the exact counts, and the RMS of the
+  errors in stated sd (1 when calibrated).
 
-    python -m benchmarks.calibration_bars            # all three (each about 1-3 minutes on 2 cores)
+    python -m benchmarks.calibration_bars            # all four (each about 1-4 minutes on 2 cores)
     python -m benchmarks.calibration_bars ldp        # one part
 """
 
@@ -170,13 +174,48 @@ def distinct(repeats: int) -> list[dict]:
     return out
 
 
+PGM_MEASURED = ["SELECT sex, race, COUNT(*) FROM people GROUP BY sex, race",
+                "SELECT race, region, COUNT(*) FROM people GROUP BY race, region",
+                "SELECT education, region, COUNT(*) FROM people GROUP BY education, region"]
+PGM_ASKED = ["SELECT sex, region, COUNT(*) FROM people GROUP BY sex, region",
+             "SELECT race, COUNT(*) FROM people GROUP BY race", "SELECT COUNT(*) FROM people WHERE sex = 'F'",
+             "SELECT education, COUNT(*) FROM people GROUP BY education"]
+
+
+def pgm(repeats: int) -> list[dict]:
+    """Coverage of the graphical model's intervals against least squares' (see the module docstring)."""
+    out = []
+    for rows in (3000, 300):
+        con = duckdb.connect()
+        create_people_table(con, rows=rows)
+        exact = [{tuple(r[:-1]): r[-1] for r in con.execute(q).fetchall()} for q in PGM_ASKED]
+        for estimator in ("least_squares", "pgm"):
+            errors, covered95, covered68 = [], 0, 0
+            for seed in range(repeats):
+                conn = dpsql.connect(con=con, catalog=PEOPLE_CATALOG_TOML, epsilon=2.0, delta=1e-9, seed=seed)
+                conn.execute(f"SET dpsql.estimator = '{estimator}'")
+                conn.execute("BEGIN WORKLOAD WITH (epsilon = 1.0); " + "; ".join(PGM_MEASURED) + "; END WORKLOAD")
+                for sql, truth in zip(PGM_ASKED, exact):
+                    result = conn.execute(sql).result
+                    for row, wide, narrow, stderr in zip(result.rows, result.ci(0.95), result.ci(0.68), result.stderr):
+                        value = truth.get(tuple(row[:-1]), 0)
+                        errors.append((row[-1] - value) / stderr[-1])
+                        covered95 += wide[-1][0] <= value <= wide[-1][1]
+                        covered68 += narrow[-1][0] <= value <= narrow[-1][1]
+            record = {"rows": rows, "estimator": estimator, "cells": len(errors), "cover95": covered95 / len(errors),
+                      "cover68": covered68 / len(errors), "z_rms": float(np.sqrt(np.mean(np.square(errors))))}
+            print(record)
+            out.append(record)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="*", default=["ldp", "quantiles", "distinct"])
+    parser.add_argument("parts", nargs="*", default=["ldp", "quantiles", "distinct", "pgm"])
     parser.add_argument("--repeats", type=int, default=0, help="draws/seeds per case (default: per part)")
     args = parser.parse_args()
-    defaults = {"ldp": 150, "quantiles": 40, "distinct": 40}
-    parts = {"ldp": ldp, "quantiles": quantiles, "distinct": distinct}
+    defaults = {"ldp": 150, "quantiles": 40, "distinct": 40, "pgm": 20}
+    parts = {"ldp": ldp, "quantiles": quantiles, "distinct": distinct, "pgm": pgm}
     found = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for part in args.parts:
         found[part] = parts[part](args.repeats or defaults[part])

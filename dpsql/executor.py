@@ -73,7 +73,8 @@ from mechanisms.workload import Block, Term, Workload
 from planner.adaptive import AIM
 from planner.planning_limit import PlanningLimit, PlanningCancelled
 from planner.families import split
-from planner.plan import Plan
+from planner.fairness import floored_split
+from planner.plan import TOTAL_SQUARED, Plan
 from planner.planner import budget_for_accuracy, plan_workload
 from planner.timing import ScanSpeed
 from planner.timing import predict as predict_time
@@ -248,7 +249,11 @@ class Executor:
             shares[next(iter(needing))] = sizing.budget
         elif needing and sizing.max_rmse is None:
             unit = [self._unit_error(t, bs, sizing.objective, limit) for t, bs in needing.values()]
-            for name, fraction in zip(needing, split(unit, noise)):
+            fractions = split(unit, noise)
+            if sizing.objective == TOTAL_SQUARED:  # each table at least its queries' even share (planner.fairness)
+                asked = [len(_asked(queries, t, bs)) for t, bs in needing.values()]
+                fractions = floored_split(unit, [n / sum(asked) for n in asked], noise) or fractions
+            for name, fraction in zip(needing, fractions):
                 shares[name] = sizing.budget * fraction
         plans = {}
         for name, (table, blocks, free) in pending.items():
@@ -266,7 +271,7 @@ class Executor:
                                               "for a larger max_rmse; nothing was charged") from None
             else:
                 plan = plan_workload(workload, shares[name], noise, delta, existing, sizing.objective, rows=rows,
-                                     contribution=table.contribution, limit=limit)
+                                     contribution=table.contribution, limit=limit, queries=_asked(queries, table, blocks))
             if blocks and timed:
                 plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
             model = self.answering(table)
@@ -576,6 +581,18 @@ class Executor:
         result = Result(["dropped_rows"], [(float(values[0]),)], [(float(np.sqrt(cal.variance)),)], charged=share)
         result.charge_text = self.charge_text(share)
         return result
+
+
+def _asked(queries: list[CompiledQuery], table: Table, blocks: list[Block]) -> list[list[str]]:
+    """The analyst's queries that read `blocks` (of `table`, deduplicated), as lists of their block names:
+    the planner's even split (`planner.fairness`) gives each query budget/queries."""
+    name_of = {b.fingerprint(table.domain): b.name for b in blocks}
+    out = []
+    for q in (q for q in queries if q.table.name == table.name):
+        names = [name_of[f] for f in dict.fromkeys(b.fingerprint(table.domain) for b in q.blocks) if f in name_of]
+        if names:
+            out.append(names)
+    return out
 
 
 def _reports_only(query: CompiledQuery) -> bool:

@@ -124,6 +124,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # e.g. why adaptive procedures were not considered
     fit_seconds: float = 0.0  # the least-squares fit on the noise variances alone (predicts reconstruction)
     time: object = None  # a `planner.timing.TimePrediction`, set by whoever knows the backend's speed
+    even_split_rmse: dict[str, float] = field(default_factory=dict)  # block -> RMSE per row under an even split
 
     @property
     def cost(self) -> float:
@@ -139,6 +140,8 @@ class Plan:
     def explain(self) -> str:
         """A readable plan tree: groups, family, measurements, expected RMSE, alternatives."""
         objective = "total weighted squared error" if self.objective == TOTAL_SQUARED else "largest per-query RMSE"
+        if self.even_split_rmse:
+            objective += ", no query's error above its even split (each query measured as asked with budget/queries)"
         lines = [
             f"Plan: {self.chosen}, {self.noise} noise, cost {self.cost_text()}",
             f"  objective: minimize the {objective}; "
@@ -159,7 +162,8 @@ class Plan:
                 lines.append(f"{pad}• measure {m.describe()}; cost {self.cost_text(m.share)}")
             for name in g.blocks:
                 kind = "predicted RMSE (simulated)" if self.adaptive is not None else "expected RMSE"
-                lines.append(f"{pad}  {name}: {kind} {self.expected_rmse.get(name, 0.0):.4g}")
+                even = f" (even split {self.even_split_rmse[name]:.4g})" if name in self.even_split_rmse else ""
+                lines.append(f"{pad}  {name}: {kind} {self.expected_rmse.get(name, 0.0):.4g}{even}")
         for j, m in enumerate(self.measurements):
             if j not in placed:
                 lines.append(f"  • measure {m.describe()}; cost {self.cost_text(m.share)}")

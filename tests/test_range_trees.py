@@ -233,11 +233,13 @@ def test_planner_chooses_trees_for_many_ranges_and_explains_them():
     without = [f.name for f in FAMILIES if f.name != FACTORIZATION]
     assert plan_workload(few, 0.1, families=without).chosen != RANGE_TREES
     plan = plan_workload(many, 0.1, families=without)
-    assert plan.chosen == RANGE_TREES
+    # trees, with direct top-ups for queries they would leave above their even split (planner.fairness)
+    assert plan.chosen in (RANGE_TREES, "mixed")
+    assert sum(m.share for m in plan.measurements if m.family == RANGE_TREES) > 0.9 * plan.cost
     text = plan.explain()
     assert "tree" in text or "Haar" in text
     per_query = next(a for a in plan.alternatives if a.name == "per-query")
-    chosen = next(a for a in plan.alternatives if a.name == RANGE_TREES)
+    chosen = next(a for a in plan.alternatives if a.name == plan.chosen)
     assert chosen.total_squared_error < per_query.total_squared_error / 3
     optimal = next(a for a in plan_workload(many, 0.1).alternatives if a.name == FACTORIZATION)
     assert optimal.total_squared_error <= chosen.total_squared_error

@@ -73,10 +73,11 @@ def pareto(session, queries: list[str], sizing: Sizing, weights: Sequence[float]
         if compiled[-1].selection is not None or compiled[-1].table.is_local:
             raise NotSupportedError("EXPLAIN PARETO plans measurements: not a key release or local-DP reports")
     rows, notes = [], []
-    for name, (table, blocks, _) in s.executor.uncovered(compiled, sizing.measure_unmeasured).items():
-        if not blocks:
-            notes.append(f"{name}: every query is answered from earlier measurements (free)")
-            continue
+    for name, (table, blocks, free) in s.executor.uncovered(compiled, sizing.measure_unmeasured).items():
+        if not blocks:  # the front of measuring them again, on top of what was measured (free now)
+            notes.append(f"{name}: every query is answered from earlier measurements (free); the front is "
+                         "of measuring them again on top of those")
+            blocks = list({b.fingerprint(table.domain): b for b in free}.values())
         front = pareto_front(Workload(table.domain, blocks), None, s.budget_unit.noise, s.budget_unit.delta,
                              s.executor.model(table).measurements, table.contribution, sizing.objective,
                              s.executor.rows(table), limit=PlanningLimit(ADAPTIVE_SECONDS, s.cancelled))

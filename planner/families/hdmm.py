@@ -202,6 +202,8 @@ class HDMMFamily:
         """Σ_b weight·Σ_rows Var of the model that will answer, at unit budget."""
         model = LeastSquaresModel(self.domain)
         for m in measures:
+            if m.fraction <= 0:  # no budget, no information (a split may leave a clique nothing)
+                continue
             sensitivity = 1.0 if m.strategy is None else m.strategy.sensitivity(self.p)
             variance = self.unit_variance * sensitivity**2 / m.fraction**self.exponent
             model.add(Measurement(m.clique, self.noise, m.fraction, variance, np.empty(0), None, m.strategy))
