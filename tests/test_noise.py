@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import mechanisms.noise
 from mechanisms.noise import (
     RandomSource,
     bernoulli_exp,
