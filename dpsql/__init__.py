@@ -15,7 +15,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 from dpsql import synth
 from dpsql.catalog import Catalog
-from dpsql.columns import categorical, integer, numeric
+from dpsql.column_declarations import categorical, integer, numeric
 from dpsql.dbapi import Connection, Cursor, connect
 from dpsql.dbapi_types import (
     BINARY,

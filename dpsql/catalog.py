@@ -82,7 +82,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from dpsql.columns import KEY, Column, StoredType, parse_column
+from dpsql.column_declarations import parse_column
+from dpsql.columns import KEY, Column, StoredType
 from dpsql.edge_tables import EDGES, NODES, Graph, parse_graph
 from dpsql.errors import CatalogError
 from mechanisms.domain import Domain

@@ -31,7 +31,7 @@ from dpsql.catalog import Catalog, Table
 from dpsql.columns import quote_identifier
 from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.executor import Executor, Pending, Release
-from dpsql.ledger import CONTINUAL, EMIT, Entry, Record
+from dpsql.ledger_entries import CONTINUAL, EMIT, Entry, Record
 from dpsql.result import Result
 from dpsql.sql.compiler import CellCounts, compile_cell_counts, parse_statement
 from dpsql.sql.statements import CreateContinual

@@ -55,15 +55,16 @@ from dpsql.backends import Backend, DuckDBBackend
 from dpsql.backends.scan_speed import duckdb_scan_speed
 from dpsql.budget import Budget, Sizing
 from dpsql.catalog import Catalog, Table
-from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError, ProgrammingError
+from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError
 from dpsql.key_domains import over_current
-from dpsql.ledger import KEYS, MODEL, Entry, Ledger, Record, model_record, released_keys
+from dpsql.ledger import Ledger
+from dpsql.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
 from dpsql.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
 from mechanisms.ldp.answering import local_answers
 from mechanisms.ldp.hybrid_answers import HybridAnswers
-from mechanisms.measurement import GAUSSIAN, Measurement, measure, support
+from mechanisms.measurement import GAUSSIAN, Measurement, support
 from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import AutoEstimator, GraphicalModel, GraphicalModelEstimator
@@ -547,40 +548,6 @@ class Executor:
 
         [release] = self.charged([Pending(table, share, statement, detail, draw)])
         return tuple(released_keys(release.record.payload))
-
-    # --- a release outside the planner --------------------------------------------------
-    def dropped_rows(self, table: str, share: float, cap: int | None = None) -> Result:
-        """A charged DP count of the rows that bounding to k rows per privacy unit drops.
-
-        Each unit counts min(rows − k, cap), cap = k by default: a unit's excess is
-        unbounded, so it is capped, and one unit then moves the count by at most cap,
-        the sensitivity the noise is calibrated to (k, like every other measurement of
-        the table). The count is exact when no unit has more than k + cap rows and a
-        lower bound otherwise; cap = 1 counts the units that lost rows. Rows without a
-        unit are not counted. Spends `share`, charged before release.
-        """
-        spec = self.catalog.get(table)
-        if spec is None:
-            raise ProgrammingError(f"{table!r} is not a protected table of the catalog")
-        if spec.unit is None:
-            raise ProgrammingError(f"{spec.name!r} declares no privacy unit: nothing is bounded, nothing dropped")
-        cap = spec.contribution if cap is None else cap
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise ProgrammingError(f"cap must be a positive integer, got {cap!r}")
-        self.ledger.check(share)
-        statement = f"DROPPED ROWS {spec.name} (cap {cap})"
-        drawn: list[tuple[np.ndarray, Any]] = []  # the noisy count, kept out of sight until it is charged
-
-        def draw() -> Release:
-            drawn.append(measure(np.asarray([self.backend.dropped_rows(spec, cap)]), None, self.budget.noise, share,
-                                 self.rng, cap))
-            return Release(spec, share, statement, [], None, "dropped rows")
-
-        self.charged([Pending(spec, share, statement, "dropped rows", draw)])
-        values, cal = drawn[0]
-        result = Result(["dropped_rows"], [(float(values[0]),)], [(float(np.sqrt(cal.variance)),)], charged=share)
-        result.charge_text = self.charge_text(share)
-        return result
 
 
 def _asked(queries: list[CompiledQuery], table: Table, blocks: list[Block]) -> list[list[str]]:

@@ -38,7 +38,7 @@ import numpy as np
 
 from dpsql.catalog import Table
 from dpsql.columns import KEY
-from dpsql.ledger import released_keys
+from dpsql.ledger_entries import released_keys
 from dpsql.sql.compiler import KeySelection
 from mechanisms.coarsening import key_growth
 from mechanisms.matrices import Identity, Kronecker, Matrix, Product, Weighted

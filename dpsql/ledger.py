@@ -45,6 +45,7 @@ import duckdb
 import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
+from dpsql.ledger_entries import KEYS, MODEL, Entry, Record, chain_digest, released_keys
 from dpsql.ledger_file import StateFile
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
@@ -84,65 +85,10 @@ class Charge:
     detail: str | None
 
 
-KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds of records
-
-
-def released_keys(payload: Any) -> list[str]:
-    """The keys a KEYS record released: its payload is the list itself (releases before domains grew) or
-    {"keys": [...], "rows": ...} (the rows it counted: `dpsql.key_domains`)."""
-    return list(payload["keys"]) if isinstance(payload, dict) else list(payload)
-
-
-@dataclass(frozen=True)
-class Record:
-    """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT, MODEL), the `name` it is known by
-    within its table (a column; a continual query; "<query>#<t>"; a model's digest), its JSON-able
-    `payload` and the δ it spent."""
-
-    kind: str
-    name: str
-    payload: Any
-    delta: float = 0.0
-
-    @property
-    def text(self) -> str:
-        return json.dumps(self.payload, separators=(",", ":"))
-
-    def digest(self) -> str:
-        return _digest(self.kind, self.name, self.delta, self.text)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A charge to append: what it costs, the statement, the table and the measurements it pays for
-    (and a key set it releases)."""
-
-    cost: float
-    statement: str
-    table: str | None
-    signature: str | None
-    measurements: list[Measurement]
-    detail: str | None = None
-    record: Record | None = None
-    model: str | None = None  # a released model's JSON (`model_record` makes its record)
-    key_counts: tuple[tuple[str, int], ...] = ()  # the table's key columns' released keys it was computed over
-
-
-def model_record(spec: dict) -> tuple[Record, str]:
-    """A released model's (record, JSON text): the record names and hashes the text, which is stored apart."""
-    text = json.dumps(spec, separators=(",", ":"))
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    return Record(MODEL, digest[:16], {"kind": spec.get("kind"), "sha256": digest, "chars": len(text)}), text
-
-
-def _digest(*parts) -> str:
-    return hashlib.sha256(json.dumps(parts, default=str, separators=(",", ":")).encode()).hexdigest()
-
-
 def _measurement_row_digest(row: tuple) -> str:
     """Digest of one stored measurement row (everything but its seq)."""
     *fields, vals = row
-    return _digest(*fields, np.asarray(vals, dtype=np.float64).tobytes().hex())
+    return chain_digest(*fields, np.asarray(vals, dtype=np.float64).tobytes().hex())
 
 
 class Ledger(StateFile):
@@ -175,7 +121,7 @@ class Ledger(StateFile):
                 created = _now()
                 con.execute(
                     "INSERT INTO dpsql_budget VALUES (?, ?, ?, ?, ?)",
-                    [noise, total, delta, created, _digest(noise, total, delta, created)],
+                    [noise, total, delta, created, chain_digest(noise, total, delta, created)],
                 )
                 row = (noise, total, delta)
         stored_noise, stored_total, stored_delta = row
@@ -432,7 +378,7 @@ class Ledger(StateFile):
         at = _now()
         entry = (seq, at, self.who, e.table, e.statement, e.cost, e.detail)
         parts = [prev, *entry, [_measurement_row_digest(r) for r in rows]]
-        digest = _digest(*parts, e.record.digest()) if e.record is not None else _digest(*parts)
+        digest = chain_digest(*parts, e.record.digest()) if e.record is not None else chain_digest(*parts)
         con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
         for r in rows:
             con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
@@ -541,7 +487,7 @@ class Ledger(StateFile):
             return [f"expected one budget declaration, found {len(budget)}"]
         problems = []
         noise, total, delta, created, prev = budget[0]
-        if _digest(noise, total, delta, created) != prev:
+        if chain_digest(noise, total, delta, created) != prev:
             problems.append("the budget declaration was altered")
         measured: dict[int, list[str]] = {}
         for row in stored:
@@ -560,7 +506,7 @@ class Ledger(StateFile):
                 problems.append(f"charge {seq} does not follow the previous one (chain broken)")
             parts = [prev_hash, seq, at, who, table, statement, cost, detail, measured.pop(seq, [])]
             record = released.pop(seq, None)
-            if (_digest(*parts, _digest(*record)) if record is not None else _digest(*parts)) != digest:
+            if (chain_digest(*parts, chain_digest(*record)) if record is not None else chain_digest(*parts)) != digest:
                 problems.append(f"charge {seq} or its measurements were altered")
             prev = digest
             spent += cost

@@ -26,6 +26,7 @@ from dpsql.catalog import Catalog
 from dpsql.columns import KEY
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.continual import ContinualQueries
+from dpsql.dropped_rows import dropped_rows
 from dpsql.executor import Executor
 from dpsql.handlers import options
 from dpsql.ledger import Ledger
@@ -333,10 +334,10 @@ class Session:
     def dropped_rows(
         self, table: str, epsilon: float | None = None, rho: float | None = None, cap: int | None = None
     ) -> Result:
-        """A charged DP count of the rows bounding to a table's privacy unit drops (`Executor.dropped_rows`);
+        """A charged DP count of the rows bounding to a table's privacy unit drops (`dpsql.dropped_rows`);
         spends ε/ρ, by default the query share."""
         share = self.query_share if epsilon is None and rho is None else self.share(epsilon, rho)
-        return self.executor.dropped_rows(table, share, cap)
+        return dropped_rows(self.executor, table, share, cap)
 
     def describe(self, text: str, params: Sequence[Any] | dict | None = None) -> Result | None:
         """The columns (names and types, no rows) one statement would return, without running it or

@@ -23,7 +23,7 @@ import sqlglot
 import dpsql
 from dpsql.backends import DuckDBBackend, make_backend, marginal_sql
 from dpsql.catalog import Catalog
-from dpsql.columns import categorical, integer, numeric
+from dpsql.column_declarations import categorical, integer, numeric
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 ROWS = 20_000

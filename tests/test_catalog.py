@@ -14,7 +14,8 @@ import pytest
 
 from dpsql import CatalogError, ProgrammingError
 from dpsql.catalog import Catalog
-from dpsql.columns import Column, boolean, categorical, date, integer, numeric, parse_column, presence, timestamp
+from dpsql.column_declarations import boolean, categorical, date, integer, numeric, parse_column, presence, timestamp
+from dpsql.columns import Column
 
 TOML = """
 [tables.people]

@@ -12,7 +12,8 @@ import pytest
 
 import dpsql
 from dpsql.errors import ProgrammingError
-from dpsql.ledger import MODEL, Ledger
+from dpsql.ledger import Ledger
+from dpsql.ledger_entries import MODEL
 from dpsql.synth import add_parser, future_cliques, synthesize
 
 CATALOG = """

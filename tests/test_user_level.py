@@ -19,7 +19,7 @@ import dpsql
 from dpsql.backends import DuckDBBackend
 from dpsql.backends.base import bounded_source
 from dpsql.catalog import Catalog, Table
-from dpsql.columns import integer
+from dpsql.column_declarations import integer
 from dpsql.sql.compiler import compile_query
 from dpsql.errors import CatalogError, OperationalError
 from dpsql.ledger import Ledger

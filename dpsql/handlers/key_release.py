@@ -11,7 +11,7 @@ from typing import Any
 from dpsql.columns import KEY
 from dpsql.errors import Error, NotSupportedError
 from dpsql.key_domains import covered, rows_counted
-from dpsql.ledger import KEYS
+from dpsql.ledger_entries import KEYS
 from dpsql.result import Result, assemble
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.partition_selection import count_released_with
