@@ -38,13 +38,13 @@ from benchmarks.datasets import load
 from dpsql.sql.compiler import compile_query
 from mechanisms.workload import Workload
 from planner.planning_limit import PlanningLimit
+from planner.bayes_front import hypervolume
 from planner.pareto import (
     DEFAULT_EPSILONS,
     PLANNER,
     Front,
     adaptive_front,
     budget_for_rmse,
-    hypervolume,
     linear_front,
     to_budget,
 )

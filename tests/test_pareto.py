@@ -10,20 +10,17 @@ from dpsql.demo_data import PEOPLE_CATALOG_TOML
 from dpsql.sql.compiler import compile_query
 from mechanisms.workload import Workload
 from planner.planning_limit import PlanningLimit
+from planner.bayes_front import Knob, bayes_front, expected_improvement, hypervolume
 from planner.pareto import (
     FRONT_COLUMNS,
     PLANNER,
     TIE,
     FrontPoint,
-    Knob,
     adaptive_front,
-    bayes_front,
     budget_for_rmse,
     dominates,
     envelope,
-    expected_improvement,
     front_table,
-    hypervolume,
     linear_front,
     pareto_front,
     to_budget,
