@@ -33,7 +33,8 @@ from mechanisms.ranges.optimize import (
     range_error,
     width_k,
 )
-from mechanisms.ranges.trees import HierarchicalStrategy, balanced_tree, hb, hierarchical, padded_tree, qardaji_branching
+from mechanisms.ranges.tree_layouts import balanced_tree, padded_tree
+from mechanisms.ranges.trees import HierarchicalStrategy, hb, hierarchical, qardaji_branching
 from mechanisms.ranges.wavelet import HaarStrategy, haar
 from mechanisms.workload import Block, Term, Workload
 from planner.families.factorization import FACTORIZATION

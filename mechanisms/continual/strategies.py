@@ -36,7 +36,8 @@ import numpy as np
 
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import GAUSSIAN
-from mechanisms.ranges.trees import HierarchicalStrategy, Tree, padded_tree
+from mechanisms.ranges.tree_layouts import Tree, padded_tree
+from mechanisms.ranges.trees import HierarchicalStrategy
 
 __all__ = ["Node", "TimeStrategy", "identity", "tree"]
 

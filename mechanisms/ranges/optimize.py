@@ -33,13 +33,8 @@ from scipy.optimize import minimize
 from mechanisms.arrays import to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.matrices import AllRange, Diagonal, Identity, Matrix, Ones, Prefix
-from mechanisms.ranges.trees import (
-    HierarchicalStrategy,
-    RangeStrategy,
-    balanced_tree,
-    padded_tree,
-    rounded_weights,
-)
+from mechanisms.ranges.tree_layouts import balanced_tree, padded_tree
+from mechanisms.ranges.trees import HierarchicalStrategy, RangeStrategy, rounded_weights
 from mechanisms.ranges.wavelet import HaarStrategy
 from mechanisms.workload import Block
 from mechanisms.interruption import checkpoint

@@ -14,7 +14,8 @@ from functools import cached_property
 
 import numpy as np
 
-from mechanisms.ranges.trees import RangeSolver, RangeStrategy, Tree, balanced_tree
+from mechanisms.ranges.tree_layouts import Tree, balanced_tree
+from mechanisms.ranges.trees import RangeSolver, RangeStrategy
 
 
 class HaarStrategy(RangeStrategy):
