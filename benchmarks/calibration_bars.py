@@ -3,7 +3,7 @@
 - `ldp`: HRR and HaarHRR tables (`model = "local"`) at D = 16 … 1024, with enough reports and sparse
   (coefficients left without any report): the mean stated variance of random ranges and cells against
   their mean squared error over fresh reports (statistically equivalent simulation,
-  `mechanisms.ldp.simulate`), how many stated variances are infinite, and the largest |bias| in sd.
+  `benchmarks.ldp_simulation`), how many stated variances are infinite, and the largest |bias| in sd.
 - `quantiles`: MEDIAN/QUANTILE/PERCENTILE on the demo `people` table, each seed a fresh connection:
   how often `Result.ci(0.95)` and `ci(0.68)` cover the exact quantile, the mean error and 95% width.
 - `distinct`: COUNT(DISTINCT unit) WHERE … on a table whose units have 5 times more rows than the
@@ -31,7 +31,7 @@ import numpy as np
 import dpsql
 from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.domain import Domain
-from mechanisms.ldp import simulate
+from benchmarks import ldp_simulation as simulate
 from mechanisms.ldp.answering import client_protocol, local_answers
 from mechanisms.ldp.ranges import range_query
 from mechanisms.ldp.stratified_answers import StratifiedAnswers, sign_strata

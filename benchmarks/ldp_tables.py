@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.datasets import DATA, domain_sizes
-from mechanisms.ldp import blender, client, frequency, marginals, ranges, simulate
+from benchmarks import ldp_simulation as simulate
+from mechanisms.ldp import blender, client, frequency, marginals, ranges
 
 RESULTS = Path(__file__).parent / "results" / "ldp_tables.json"
 SEED = 0

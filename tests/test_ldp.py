@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mechanisms.ldp import blender, client, frequency, marginals, ranges, simulate
+from benchmarks import ldp_simulation as simulate
+from mechanisms.ldp import blender, client, frequency, marginals, ranges
 
 CLIENT = Path(client.__file__).parent
 

@@ -12,7 +12,7 @@ import dpsql
 from dpsql.catalog import Catalog, CatalogError
 from mechanisms.domain import Domain
 from mechanisms.ldp.answering import client_protocol, local_answers, payload_of
-from mechanisms.ldp import simulate
+from benchmarks import ldp_simulation as simulate
 from mechanisms.ldp.ranges import haar_variance, range_query
 from mechanisms.ldp.stratified_answers import StratifiedAnswers, sign_strata
 from mechanisms.ldp.tally import ReportTally, tally_payloads

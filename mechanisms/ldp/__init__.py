@@ -20,9 +20,9 @@ ranges) and of the hybrid trust model (seeds/000, Ch. 2). Modules:
   family), over `tally` (what is read of the reports), `oracle_answers` (support oracles over the whole
   domain), `stratified_answers` (sampled-strata protocols: exact covariances of any linear queries),
   `range_answers` (hrr, hh, haar), `marginal_answers` (inpht, margrr, margps, marght) and
-  `hybrid_answers` (a hybrid table's blend of the opt-in group's central answers with the reports');
-- `simulate`: statistically equivalent simulation of the reports' tallies, for tests and
-  benchmarks.
+  `hybrid_answers` (a hybrid table's blend of the opt-in group's central answers with the reports').
+Statistically equivalent simulation of the reports' tallies, for tests and benchmarks, is
+`benchmarks.ldp_simulation`.
 """
 
 from mechanisms.ldp.blender import Blend, MeanSetting, blend, hybrid_mse, kvh_weight
