@@ -136,6 +136,9 @@ class Session:
         # unless they join public tables, which the workspace may change; those last one `execute`.
         self._compiled: OrderedDict[tuple[str, str, float], CompiledQuery | CompositeQuery] = OrderedDict()
         self._joins: set[tuple[str, str, float]] = set()
+        # Whether a query grouped by a released key column must grow it (`dpsql.handlers.key_release`), by
+        # (text, weight), for the catalog they were checked on.
+        self.key_checks: tuple[Catalog | None, dict[tuple[str, float], Any]] = (None, {})
         self.protected = ProtectedNames(catalog, self.dialect)
         workspace.declare_protected(list(catalog.tables.values()))
 

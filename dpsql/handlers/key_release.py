@@ -16,6 +16,8 @@ from dpsql.result import Result, assemble
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.partition_selection import count_released_with
 
+CHECKS_KEPT = 256  # queries whose growth check a session keeps (for the catalog it was made on)
+
 
 def needed(session, compiled: Any, sql: str, params, weight: float) -> KeySelection | None:
     """What partition selection a compiled query needs first: its unreleased key column's, or, grouped by a
@@ -28,13 +30,26 @@ def needed(session, compiled: Any, sql: str, params, weight: float) -> KeySelect
     columns = [g for g in compiled.group_by if g in table.columns and table.column(g).kind == KEY]
     if len(compiled.groups) != 1 or not columns:
         return None
+    if params:
+        return _growth(session, table, columns[0], sql, params, weight)
+    catalog = session.catalog  # a new catalog object whenever the ledger changed: the answers change with it
+    if session.key_checks[0] is not catalog or len(session.key_checks[1]) >= CHECKS_KEPT:
+        session.key_checks = (catalog, {})
+    checks = session.key_checks[1]
+    if (sql, weight) not in checks:
+        checks[(sql, weight)] = _growth(session, table, columns[0], sql, None, weight)
+    return checks[(sql, weight)]
+
+
+def _growth(session, table, column: str, sql: str, params, weight: float) -> KeySelection | None:
+    """The selection that grows `column` for this query, or None when its rows were counted already."""
     reopened = {k: v for k, v in session.ledger.key_sets().items()
-                if (k[0].lower(), k[1]) != (table.name.lower(), columns[0])}
+                if (k[0].lower(), k[1]) != (table.name.lower(), column)}
     try:
         selection = session.compile(sql, params, weight=weight, catalog=session.declared.with_keys(reopened)).selection
     except Error:
         return None  # not a query that may release keys: it is answered over the keys released
-    payloads = [p for _, name, p in session.ledger.records(KEYS, table.name) if name == columns[0]]
+    payloads = [p for _, name, p in session.ledger.records(KEYS, table.name) if name == column]
     if selection is None or covered(payloads, rows_counted(selection)):
         return None
     return selection
