@@ -28,7 +28,7 @@ import numpy as np
 
 import dpsql
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN, calibrate, query_step

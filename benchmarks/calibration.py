@@ -38,11 +38,11 @@ import numpy as np
 import dpsql
 from benchmarks.datasets import DATA, load
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
-from dpsql.demo import true_result
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
-from dpsql.synth import synthesize
+from dpsql.deployment.demo import true_result
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.releases.synth import synthesize
 
 RESULTS = Path(__file__).parent / "results" / "calibration.json"
 COMMAND = "python -m benchmarks.calibration"

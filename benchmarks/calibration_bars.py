@@ -29,7 +29,7 @@ import duckdb
 import numpy as np
 
 import dpsql
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.domain import Domain
 from benchmarks import ldp_simulation as simulate
 from mechanisms.ldp.answering import client_protocol, local_answers

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 
-from dpsql.catalog import Catalog
-from dpsql.columns import quote_identifier
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.columns import quote_identifier
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from benchmarks.simulate import exact, plan_squared_errors
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
-from dpsql.demo import DASHBOARD
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.deployment.demo import DASHBOARD
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import GAUSSIAN
 from mechanisms.workload import Workload

@@ -29,8 +29,8 @@ NAMES = ["bi", "groupby+range", "marginals+cell", "ranges", "sums"]
 def _workloads():
     import ast
 
-    from dpsql.catalog import Catalog
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML
+    from dpsql.tables.catalog import Catalog
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML
     from dpsql.sql.compiler import compile_query
 
     source = (Path(__file__).parent.parent / "tests" / "test_fair_objective.py").read_text()

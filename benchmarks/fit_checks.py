@@ -7,7 +7,7 @@ rows with the filter written in several ways, each returning the same counts (as
 interleaved, and reports the median wall and CPU (process) time of each. The exact query (no check)
 is the floor. The last line is the scan on the demo table as `create_people_table` stores it
 (`people_typed`: ENUMs of the declared values, NOT NULL where the catalog has no NULLs), where the
-engine's types prove every check and the scan leaves them out (`dpsql.columns.StoredType`). The
+engine's types prove every check and the scan leaves them out (`dpsql.tables.columns.StoredType`). The
 tables are written to a database file and checkpointed, then (by default) the file is opened
 again, as an owner's database is: its strings are then read as dictionary vectors and the checks
 run once per distinct value. With `--same-connection` they are scanned on the connection that
@@ -29,9 +29,9 @@ from pathlib import Path
 import duckdb
 
 from dpsql.backends.base import marginal_sql
-from dpsql.catalog import Catalog
-from dpsql.columns import StoredType, quote_identifier, quote_string
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.columns import StoredType, quote_identifier, quote_string
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 
 def variants(catalog: Catalog) -> dict[str, str]:

@@ -6,7 +6,7 @@ Measured as deployments run: each connection is an analyst's, made from a deploy
 into a DuckDB database file, checkpointed, opened read-only by the profile), stored as
 `create_people_table` stores it: categoricals as ENUMs of the declared values and NOT NULL where
 the catalog has no NULLs, so the scan needs no per-row checks of the catalog (see
-`dpsql.columns.StoredType`); with `--strings`, as a CSV import stores it (VARCHAR, nullable:
+`dpsql.tables.columns.StoredType`); with `--strings`, as a CSV import stores it (VARCHAR, nullable:
 the checks run, once per distinct value of the dictionary-compressed strings); with
 `--strings --validated`, so stored and validated by the owner (`dpsql catalog --validate`),
 so the scans skip the checks. For single queries (COUNT, filtered COUNT, AVG, MEDIAN):
@@ -44,8 +44,8 @@ from pathlib import Path
 import duckdb
 
 import dpsql
-from dpsql import cli
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.interfaces import cli
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 RESULTS = Path(__file__).parent / "results" / "latency{}.json"  # "-strings", "-validated"
 HOURS = "LEAST(GREATEST(hours_per_week, 0), 99)"  # the catalog's clamping, written out

@@ -25,9 +25,9 @@ from pathlib import Path
 import duckdb
 
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog, Table
-from dpsql.columns import NUMERIC
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.tables.catalog import Catalog, Table
+from dpsql.tables.columns import NUMERIC
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 RESULTS = Path(__file__).parent / "results" / "marginal_scan.json"
 MEMORY_LIMIT = "6GB"  # DuckDB's cap, well under the 24 GiB machine shared with other work

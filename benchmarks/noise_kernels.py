@@ -25,7 +25,7 @@ import duckdb
 
 import dpsql
 import mechanisms.measurement as measurement
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.noise import (
     RandomSource,
     discrete_gaussian_vector,

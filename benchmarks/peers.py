@@ -63,8 +63,8 @@ import numpy as np
 import dpsql
 from benchmarks import peer_envs
 from benchmarks.adult_dashboard import DATA, TABLE, catalog, column_name, domain_sizes, load
-from dpsql.catalog import Catalog
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.tables.catalog import Catalog
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.accounting import epsilon_delta_to_zcdp
 
 RESULTS = Path(__file__).parent / "results" / "peers.json"

@@ -47,8 +47,8 @@ from benchmarks.simulate import (
     workload_rmse,
 )
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
-from dpsql.columns import quote_identifier
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.columns import quote_identifier
 from dpsql.sql.compiler import compile_query
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.domain import Domain

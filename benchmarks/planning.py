@@ -47,7 +47,7 @@ def generated(n: int, seed: int = 0) -> list[str]:
 
 
 def workloads() -> dict[str, list[str]]:
-    from dpsql.demo import DASHBOARD
+    from dpsql.deployment.demo import DASHBOARD
 
     return {
         "GROUP BY age, income": ["SELECT age, income, COUNT(*) FROM people GROUP BY age, income"],
@@ -64,7 +64,7 @@ def _session(rows: int):
     import duckdb
 
     import dpsql
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML
 
     catalog = PEOPLE_CATALOG_TOML.replace("[tables.people.columns]", f"rows = {rows}\n[tables.people.columns]")
     con = duckdb.connect()  # an empty table: EXPLAIN reads no data

@@ -40,9 +40,9 @@ from pathlib import Path
 
 import psycopg
 
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, write_people_database
-from dpsql.ledger import Ledger
-from dpsql.server.auth import scram_verifier
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, write_people_database
+from dpsql.budget.ledger import Ledger
+from dpsql.interfaces.server.auth import scram_verifier
 
 RESULTS = Path(__file__).parent / "results" / "serve_load.json"
 REASKED = [
@@ -108,7 +108,7 @@ def run(clients: int, seconds: float, rows: int, workers: list[int]) -> list[dic
         (root / "catalog.toml").write_text(PEOPLE_CATALOG_TOML)
         for count in workers:
             write_profile(root, analysts, total_epsilon, analyst_epsilon, count)
-            server = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(root / "profile.toml")],
+            server = subprocess.Popen([sys.executable, "-m", "dpsql.interfaces.cli", "serve", str(root / "profile.toml")],
                                       stdout=subprocess.PIPE, text=True)
             port = int(re.search(r":(\d+) ", server.stdout.readline()).group(1))
             logs: list[list] = [[] for _ in range(clients)]
@@ -141,7 +141,7 @@ def summarize(ledger: Ledger, logs: list[list], analysts: int, clients: int, sec
                   for a in set(by_analyst_ledger) | set(by_analyst_seen))
     limit = ledger.total
     analyst_limit = max((sum(v) for v in by_analyst_ledger.values()), default=0.0)
-    from dpsql.budget import Budget
+    from dpsql.budget.units import Budget
 
     unit = Budget(ledger.noise, ledger.delta)
     entries = [e for log in logs for e in log]

@@ -26,7 +26,7 @@ from pathlib import Path
 import duckdb
 
 import dpsql
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 CORPUS = Path(__file__).parents[1] / "tests" / "corpus" / "dp_sql.sql"
 RESULTS = Path(__file__).parent / "RESULTS.md"

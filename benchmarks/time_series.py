@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 import dpsql
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 
 CATALOG = """

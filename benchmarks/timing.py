@@ -26,9 +26,9 @@ import numpy as np
 
 from benchmarks.planner import compile_workload, workloads
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
-from dpsql.demo import DASHBOARD
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.tables.catalog import Catalog
+from dpsql.deployment.demo import DASHBOARD
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.backends.scan_speed import duckdb_scan_speed
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.measurement import forget_lattices

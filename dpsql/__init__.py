@@ -1,8 +1,8 @@
 """dpsql: differentially private SQL that plans a workload's measurements.
 
-`dpsql.connect(...)` returns a PEP 249 connection; see `dpsql.dbapi` (the type objects
-and constructors PEP 249 names are here too). `dpsql.synth.synthesize(conn, table, ...)`
-releases a synthetic copy of a protected table; see `dpsql.synth`.
+`dpsql.connect(...)` returns a PEP 249 connection; see `dpsql.interfaces.dbapi` (the type objects
+and constructors PEP 249 names are here too). `dpsql.releases.synth.synthesize(conn, table, ...)`
+releases a synthetic copy of a protected table; see `dpsql.releases.synth`.
 """
 
 import os
@@ -13,11 +13,11 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-from dpsql import synth
-from dpsql.catalog import Catalog
-from dpsql.column_declarations import categorical, integer, numeric
-from dpsql.dbapi import Connection, Cursor, connect
-from dpsql.dbapi_types import (
+from dpsql.releases import synth
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.column_declarations import categorical, integer, numeric
+from dpsql.interfaces.dbapi import Connection, Cursor, connect
+from dpsql.interfaces.dbapi_types import (
     BINARY,
     DATETIME,
     NUMBER,
@@ -46,8 +46,8 @@ from dpsql.errors import (
     ProgrammingError,
     Warning,
 )
-from dpsql.extension import register
-from dpsql.result import Result
+from dpsql.interfaces.extension import register
+from dpsql.answers.result import Result
 
 apilevel = "2.0"
 threadsafety = 1  # threads may share the module, not connections

@@ -53,13 +53,13 @@ import numpy as np
 
 from dpsql.backends import Backend, DuckDBBackend
 from dpsql.backends.scan_speed import duckdb_scan_speed
-from dpsql.budget import Budget, Sizing
-from dpsql.catalog import Catalog, Table
+from dpsql.budget.units import Budget, Sizing
+from dpsql.tables.catalog import Catalog, Table
 from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError
-from dpsql.key_domains import over_current
-from dpsql.ledger import Ledger
-from dpsql.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
-from dpsql.result import Result, aggregate_answers, answered_by, assemble, describe_failure
+from dpsql.tables.key_domains import over_current
+from dpsql.budget.ledger import Ledger
+from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
+from dpsql.answers.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
 from mechanisms.ldp.answering import local_answers
@@ -158,7 +158,7 @@ class Executor:
         version = self.ledger.version()
         if key not in self.models or self._versions.get(key) != version:
             stored = self.ledger.stored_measurements(table.name, table.signature())
-            # Over key columns, as the keys released since read them (`dpsql.key_domains`).
+            # Over key columns, as the keys released since read them (`dpsql.tables.key_domains`).
             current = [over_current(m, table, then) for m, then in stored] if table.key_counts() else \
                 [m for m, _ in stored]
             self.models[key] = LeastSquaresModel(table.domain, [m for m in current if m is not None])
@@ -515,7 +515,7 @@ class Executor:
         with their noisy counts, as a measurement of the query's COUNT block compiled over the column's keys
         (`over_keys`). `table` is the table as known now: keys it has released are not selected again but
         counted in the same release, and the keys found are appended to them. `rows` names the rows the
-        release counts (`dpsql.key_domains.rows_counted`). Returns the new keys (sorted: a public order);
+        release counts (`dpsql.tables.key_domains.rows_counted`). Returns the new keys (sorted: a public order);
         finding none is a charged release all the same."""
         calibrated = self.selection(selection, share, delta)
         self.ledger.check_delta(share, delta)

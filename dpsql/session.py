@@ -5,7 +5,7 @@ connection's settings and budget share, its compiled queries (each statement tok
 parsed once, `compile`) and an open workload. A script is split, checked as a whole
 (`execute`), and each statement goes to its handler (`dpsql.handlers`): dpsql's own
 (SET/SHOW dpsql.*, BEGIN/END WORKLOAD, EXPLAIN, continual queries), public SQL (statements
-that name no protected table) to the analyst's workspace (`dpsql.workspace`, under the
+that name no protected table) to the analyst's workspace (`dpsql.deployment.workspace`, under the
 allowlist of `dpsql.sql.public`), DP queries to the compiler and then the executor
 (`dpsql.executor`: plan, scan, release, charge, answer). Any error raised before the charge
 spends nothing.
@@ -21,23 +21,23 @@ from sqlglot import exp
 
 from dpsql import handlers
 from dpsql.backends import Backend
-from dpsql.budget import Budget, Sizing
-from dpsql.catalog import Catalog
-from dpsql.columns import KEY
+from dpsql.budget.units import Budget, Sizing
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.columns import KEY
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
-from dpsql.continual import ContinualQueries
-from dpsql.dropped_rows import dropped_rows
+from dpsql.releases.continual import ContinualQueries
+from dpsql.releases.dropped_rows import dropped_rows
 from dpsql.executor import Executor
 from dpsql.handlers import options
-from dpsql.ledger import Ledger
-from dpsql.post_processing import CompositeQuery, compile_composite, parts_of
-from dpsql.result import Result, assemble
+from dpsql.budget.ledger import Ledger
+from dpsql.answers.post_processing import CompositeQuery, compile_composite, parts_of
+from dpsql.answers.result import Result, assemble
 from dpsql.sql.compiler import CompiledQuery, compile_tree, parse_statement
 from dpsql.sql.flatten import Composite, flatten
 from dpsql.sql.lookups import PublicTables
 from dpsql.sql.public import ProtectedNames
 from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, Sql, classify, split_statements, take_weight
-from dpsql.workspace import Workspace
+from dpsql.deployment.workspace import Workspace
 from mechanisms.accounting import Amount
 from mechanisms.arrays import ArrayModuleUnavailable
 from mechanisms.noise import RandomSource
@@ -306,7 +306,7 @@ class Session:
         public: list[str] = []  # public subqueries run in the workspace, their values inlined (`flatten`)
         tree = flatten(_substitute(parse_statement(sql, self.dialect, tokens), params), self.protected.names,
                        lambda query: public.append(query) or self.workspace.run(query).rows)
-        if isinstance(tree, Composite):  # DP parts and what is done with their answers (`dpsql.post_processing`)
+        if isinstance(tree, Composite):  # DP parts and what is done with their answers (`dpsql.answers.post_processing`)
             composite = compile_composite(tree, sql, label, lambda part, name: self.compile(
                 part, label=name, weight=weight, catalog=catalog), self.workspace)
             if cached:
@@ -337,7 +337,7 @@ class Session:
     def dropped_rows(
         self, table: str, epsilon: float | None = None, rho: float | None = None, cap: int | None = None
     ) -> Result:
-        """A charged DP count of the rows bounding to a table's privacy unit drops (`dpsql.dropped_rows`);
+        """A charged DP count of the rows bounding to a table's privacy unit drops (`dpsql.releases.dropped_rows`);
         spends ε/ρ, by default the query share."""
         share = self.query_share if epsilon is None and rho is None else self.share(epsilon, rho)
         return dropped_rows(self.executor, table, share, cap)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import duckdb
 
-from dpsql.ledger import Ledger
-from dpsql.server.auth import scram_verifier
+from dpsql.budget.ledger import Ledger
+from dpsql.interfaces.server.auth import scram_verifier
 
 CATALOG = """
 [tables.people]
@@ -61,7 +61,7 @@ class Served:
         return context
 
     def start(self) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(self.profile)],
+        self.process = subprocess.Popen([sys.executable, "-m", "dpsql.interfaces.cli", "serve", str(self.profile)],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         match = re.search(r"listening on [\d.]+:(\d+)", line)

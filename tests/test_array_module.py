@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = """
 import json, duckdb
 import dpsql  # must not raise, whatever DPSQL_ARRAY_MODULE says
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms import arrays
 con = duckdb.connect()
 create_people_table(con, 500)

@@ -22,9 +22,9 @@ import sqlglot
 
 import dpsql
 from dpsql.backends import DuckDBBackend, make_backend, marginal_sql
-from dpsql.catalog import Catalog
-from dpsql.column_declarations import categorical, integer, numeric
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.column_declarations import categorical, integer, numeric
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 ROWS = 20_000
 BACKENDS = ["duckdb", "spark"]
@@ -301,7 +301,7 @@ def test_any_backend_object_is_accepted(files, tmp_path):
 
 def _spark_profile(folder: Path, people: str, served: bool) -> Path:
     """A profile whose protected table lives in Spark (Parquet); its DuckDB database holds no data."""
-    from dpsql.server.auth import scram_verifier
+    from dpsql.interfaces.server.auth import scram_verifier
 
     duckdb.connect(str(folder / "public.duckdb")).close()
     (folder / "catalog.toml").write_text(PEOPLE_CATALOG_TOML)

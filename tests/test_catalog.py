@@ -1,4 +1,4 @@
-"""Tests for the catalog (dpsql.catalog): declarations, validation, binning SQL and comparisons.
+"""Tests for the catalog (dpsql.tables.catalog): declarations, validation, binning SQL and comparisons.
 
 The binning and fit conditions are checked by running the SQL the catalog emits in
 DuckDB on tiny tables that hold out-of-domain values, so what is tested is what the
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from dpsql import CatalogError, ProgrammingError
-from dpsql.catalog import Catalog
-from dpsql.column_declarations import boolean, categorical, date, integer, numeric, parse_column, presence, timestamp
-from dpsql.columns import Column
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.column_declarations import boolean, categorical, date, integer, numeric, parse_column, presence, timestamp
+from dpsql.tables.columns import Column
 
 TOML = """
 [tables.people]

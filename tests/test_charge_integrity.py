@@ -5,10 +5,10 @@ import pytest
 
 import dpsql
 import dpsql.session
-import dpsql.synth
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+import dpsql.releases.synth
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.errors import BudgetExceededError, OperationalError
-from dpsql.synth import synthesize
+from dpsql.releases.synth import synthesize
 
 
 @pytest.fixture(scope="module")
@@ -101,13 +101,13 @@ def test_a_synthesis_whose_write_fails_is_charged_once_and_says_so(people, tmp_p
         def failing_write(table, bins, path):
             raise OperationalError("disk full")
 
-        real = dpsql.synth.write_parquet
-        monkeypatch.setattr(dpsql.synth, "write_parquet", failing_write)
+        real = dpsql.releases.synth.write_parquet
+        monkeypatch.setattr(dpsql.releases.synth, "write_parquet", failing_write)
         out = tmp_path / "people.parquet"
         with pytest.raises(OperationalError, match="charged .* could not be written: disk full"):
             synthesize(c, "people", 0.5, out, mechanism="mst", rows=100)
         assert len(c.ledger.charges()) == 1 and list(tmp_path.iterdir()) == []
-        monkeypatch.setattr(dpsql.synth, "write_parquet", real)
+        monkeypatch.setattr(dpsql.releases.synth, "write_parquet", real)
         report = synthesize(c, "people", 0.5, out, mechanism="mst", rows=100)
         assert out.exists() and len(c.ledger.charges()) == 2
         assert c.ledger.charges()[1].cost == pytest.approx(report.charged.rho)
@@ -118,7 +118,7 @@ def test_a_synthesis_paid_for_is_delivered_even_if_the_rename_fails(people, tmp_
         def failing_replace(src, dst):
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr(dpsql.synth.os, "replace", failing_replace)
+        monkeypatch.setattr(dpsql.releases.synth.os, "replace", failing_replace)
         with pytest.raises(OperationalError, match="paid for") as failed:
             synthesize(c, "people", 0.5, tmp_path / "people.parquet", mechanism="mst", rows=100)
         assert len(c.ledger.charges()) == 1

@@ -23,8 +23,8 @@ import pytest
 
 import dpsql
 import dpsql.executor
-import dpsql.result
-import dpsql.synth
+import dpsql.answers.result
+import dpsql.releases.synth
 from dpsql.errors import Error, OperationalError
 from mechanisms.domain import Domain
 from mechanisms.ldp.answering import client_protocol
@@ -186,7 +186,7 @@ COMMON = [(dpsql.executor, "assemble"), (dpsql.executor, "aggregate_answers"), (
 FAULTS = [(kind, module, name) for kind in KINDS if kind != "continual EMIT" for module, name in COMMON] + [
     ("query", dpsql.executor, "answered_by"),
     ("hybrid", dpsql.executor, "HybridAnswers"),
-    ("quantile", dpsql.result, "quantile_bins"),
+    ("quantile", dpsql.answers.result, "quantile_bins"),
 ]
 
 
@@ -243,7 +243,7 @@ def test_a_failure_while_drawing_charges_and_keeps_nothing(database, tmp_path, m
             monkeypatch.setattr(module, "discrete_gaussian_vector", drawn_then_failing)
         if kind == "synthesis":
             with pytest.raises(OperationalError) as raised:
-                dpsql.synth.synthesize(conn, "people", epsilon=1.0, out_path=str(tmp_path / "s.parquet"))
+                dpsql.releases.synth.synthesize(conn, "people", epsilon=1.0, out_path=str(tmp_path / "s.parquet"))
             error = raised.value
         else:
             error = _error(conn, KINDS[kind])
@@ -269,10 +269,10 @@ def test_a_synthesis_whose_file_cannot_be_written_is_charged_and_keeps_its_measu
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with _connect(database, tmp_path) as conn:
-        monkeypatch.setattr(dpsql.synth, "write_parquet", full)
+        monkeypatch.setattr(dpsql.releases.synth, "write_parquet", full)
         out = tmp_path / "synthetic.parquet"
         with pytest.raises(OperationalError, match="No space left on device") as raised:
-            dpsql.synth.synthesize(conn, "people", epsilon=1.0, out_path=str(out), mechanism="mst")
+            dpsql.releases.synth.synthesize(conn, "people", epsilon=1.0, out_path=str(out), mechanism="mst")
         assert "charged" in str(raised.value) and not out.exists()
         spent = _spent(conn)
         assert spent > 0 and conn.session.executor.model(conn.session.catalog.get("people")).measurements
@@ -296,7 +296,7 @@ def test_the_cast_attack_through_a_profile_connection_and_the_shell(profile):
         messages = {str(_error(conn, CAST_ATTACK)) for _ in range(3)}
         assert len(messages) == 1 and not re.search(r"\d{3}", messages.pop())
         assert len(conn.session.ledger.charges()) == 1
-    run = [sys.executable, "-m", "dpsql.cli", "shell", "--profile", str(profile), "--analyst", "bob", "-c"]
+    run = [sys.executable, "-m", "dpsql.interfaces.cli", "shell", "--profile", str(profile), "--analyst", "bob", "-c"]
     env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     outputs = [subprocess.run([*run, CAST_ATTACK], capture_output=True, text=True, env=env, timeout=120)
                for _ in range(2)]

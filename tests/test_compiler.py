@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from dpsql.errors import CatalogError, Error, NotSupportedError, ProgrammingError
-from dpsql.result import assemble
+from dpsql.answers.result import assemble
 
 CATALOG_TOML = """
 [tables.t]

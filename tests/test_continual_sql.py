@@ -9,8 +9,8 @@ import pytest
 
 import dpsql
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
-from dpsql.continual import Schedule
+from dpsql.tables.catalog import Catalog
+from dpsql.releases.continual import Schedule
 from dpsql.errors import NotSupportedError, ProgrammingError
 
 CATALOG = """
@@ -169,7 +169,7 @@ def test_bounding_by_time_is_online_stable_and_a_unit_moves_the_stream_by_at_mos
 
 
 def test_the_duckdb_functions_and_the_command_line_emit(tmp_path, capsys):
-    from dpsql.cli import main
+    from dpsql.interfaces.cli import main
 
     path, catalog = str(tmp_path / "s.duckdb"), tmp_path / "catalog.toml"
     catalog.write_text(CATALOG)

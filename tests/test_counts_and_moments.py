@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.sql.compiler import compile_query
 
@@ -113,7 +113,7 @@ MOMENTS = [  # (dpsql SQL, dialect, DuckDB's name for the same aggregate)
 def test_variances_from_exact_sums_equal_duckdb(con, catalog, dp, dialect, reference):
     """Every name of variance and standard deviation, per group and overall: the estimate from exact sums
     is DuckDB's (NULL where DuckDB's is: a group of one row has no sample variance)."""
-    from dpsql.moments import moment_answer
+    from dpsql.answers.moments import moment_answer
     table = catalog.get("v")
     for group in ("g", None):
         select, by = (f"g, {dp}", " GROUP BY g") if group else (dp, "")
@@ -157,7 +157,7 @@ def test_variance_error_bars_cover_the_truth(con, catalog, rho):
     released once and answered by least squares, give the three sums' covariance; answers drawn from that
     law (4000 per group) have 95% intervals that cover the noise-free estimate at the nominal rate (standard
     errors 5% and 15% of the variance; at 40%, the delta method over-covers: 97%)."""
-    from dpsql.moments import moment_answer
+    from dpsql.answers.moments import moment_answer
     from mechanisms.measurement import GAUSSIAN
     from mechanisms.noise.random_source import RandomSource
     from mechanisms.reconstruction import AnsweringModel, LeastSquaresModel

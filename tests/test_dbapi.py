@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 ROWS = 30_000
 
@@ -344,7 +344,7 @@ def test_file_databases_open_read_only_so_many_can_connect(database, tmp_path):
 
 
 def test_import_dpsql_gives_synth():
-    check = "import dpsql; assert dpsql.synth.synthesize.__module__ == 'dpsql.synth'"
+    check = "import dpsql; assert dpsql.releases.synth.synthesize.__module__ == 'dpsql.releases.synth'"
     subprocess.run([sys.executable, "-c", check], check=True, timeout=120)  # a fresh interpreter
 
 

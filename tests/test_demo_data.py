@@ -1,12 +1,12 @@
-"""Tests for the deterministic demo table generator (dpsql.demo_data)."""
+"""Tests for the deterministic demo table generator (dpsql.deployment.demo_data)."""
 
 import tomllib
 
 import duckdb
 import pytest
 
-from dpsql.catalog import Catalog
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.tables.catalog import Catalog
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 ROWS = 20_000
 COLUMNS = ["person_id", "age", "sex", "race", "education", "marital", "region",

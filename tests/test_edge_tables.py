@@ -11,8 +11,8 @@ import pytest
 
 import dpsql
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog, CatalogError
-from dpsql.edge_tables import EDGES, NODES
+from dpsql.tables.catalog import Catalog, CatalogError
+from dpsql.tables.edge_tables import EDGES, NODES
 from dpsql.errors import NotSupportedError, ProgrammingError
 from mechanisms.graphs import DegreeBound, GraphSequence, project
 
@@ -254,7 +254,7 @@ def test_a_projected_graph_refuses_continual_queries():
 
 
 def test_the_shell_describes_an_edge_table_by_its_endpoints():
-    from dpsql.shell.schema import describe_tables
+    from dpsql.interfaces.shell.schema import describe_tables
 
     con = duckdb.connect()
     _table(con, "contacts", *_graph(0))

@@ -6,8 +6,8 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
-from dpsql.extension import relation_sql
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.interfaces.extension import relation_sql
 
 ROWS = 20_000
 

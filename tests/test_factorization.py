@@ -8,9 +8,9 @@ import pytest
 
 from benchmarks.simulate import exact, plan_squared_errors
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.factorization import exact_error, optimal_factorization
 from mechanisms.measurement import lattice_step
 from mechanisms.workload import Workload

@@ -1,6 +1,6 @@
 """Subqueries, CTEs and UNION of DP selects (issue 29 items 1-2): flattening into the one DP query a
 statement means (`dpsql.sql.flatten`), and post-processing of DP answers after their charge
-(`dpsql.post_processing`)."""
+(`dpsql.answers.post_processing`)."""
 
 import re
 
@@ -9,8 +9,8 @@ import pytest
 import sqlglot
 
 import dpsql
-import dpsql.post_processing
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+import dpsql.answers.post_processing
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from dpsql.sql.flatten import Composite, flatten
 
 PROTECTED = {"people": "people"}
@@ -158,13 +158,13 @@ def test_post_processing_joins_public_tables(conn):
 
 def test_post_processing_runs_only_after_the_charge(conn, monkeypatch):
     seen = []
-    original = dpsql.post_processing.apply_outer
+    original = dpsql.answers.post_processing.apply_outer
 
     def watched(outer, parts):
         seen.append(conn.budget.spent.rho)
         return original(outer, parts)
 
-    monkeypatch.setattr(dpsql.post_processing, "apply_outer", watched)
+    monkeypatch.setattr(dpsql.answers.post_processing, "apply_outer", watched)
     run(conn, "SELECT MAX(n) FROM (SELECT region, COUNT(*) AS n FROM people GROUP BY region) t")
     assert len(seen) == 1 and seen[0] > 0
 

@@ -13,9 +13,9 @@ import pytest
 
 import dpsql
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.errors import NotSupportedError
-from dpsql.result import aggregate_answers, assemble
+from dpsql.answers.result import aggregate_answers, assemble
 from dpsql.sql.compiler import compile_query
 
 CATALOG = """
@@ -100,7 +100,7 @@ def test_rows_come_set_by_set_and_each_set_is_a_marginal_of_one_plan(catalog):
 
 
 def test_one_charge_for_every_grouping_set_and_refusals_spend_nothing(tmp_path):
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
     db = duckdb.connect()
     create_people_table(db, rows=5000)
     conn = dpsql.connect(con=db, catalog=PEOPLE_CATALOG_TOML, epsilon=1.0, seed=1)

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
-from dpsql.demo_data import PEOPLE_CATALOG_TOML
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense
 from mechanisms.measurement import Measurement

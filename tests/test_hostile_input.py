@@ -39,9 +39,9 @@ from sqlglot import exp
 
 import dpsql
 from dpsql import errors
-from dpsql.ledger import Ledger
-from dpsql.shell import Shell
-from dpsql.shell.commands import COMMANDS
+from dpsql.budget.ledger import Ledger
+from dpsql.interfaces.shell import Shell
+from dpsql.interfaces.shell.commands import COMMANDS
 
 FUZZ_INPUTS = int(os.environ.get("DPSQL_FUZZ_INPUTS", "600"))
 SECRET_TEXT = "S3CR3T-Zq9"
@@ -600,7 +600,7 @@ def test_real_shell_subprocesses(tmp_path):
     running = []
     for i, sql in enumerate(SHELL_ATTACKS):
         _make_database(tmp_path / f"data{i}.duckdb")
-        command = [sys.executable, "-m", "dpsql.cli", "shell", str(tmp_path / f"data{i}.duckdb"), "--catalog",
+        command = [sys.executable, "-m", "dpsql.interfaces.cli", "shell", str(tmp_path / f"data{i}.duckdb"), "--catalog",
                    str(tmp_path / "catalog.toml"), "--epsilon", "10", "--query-epsilon", "1", "--state",
                    str(tmp_path / f"state{i}"), "-c", sql]
         running.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env))

@@ -13,9 +13,9 @@ import pandas
 import pytest
 
 import dpsql
-from dpsql.catalog import Catalog, CatalogError
+from dpsql.tables.catalog import Catalog, CatalogError
 from dpsql.errors import BudgetExceededError, NotSupportedError, ProgrammingError
-from dpsql.ledger import Ledger
+from dpsql.budget.ledger import Ledger
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.partition_selection import _worst_new_key_chance, gaussian_selection
 

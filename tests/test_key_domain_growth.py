@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import dpsql
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.errors import OperationalError
-from dpsql.key_domains import ALL_ROWS, covered, over_current, rows_counted
-from dpsql.ledger import Ledger
-from dpsql.ledger_entries import KEYS, Entry, Record
+from dpsql.tables.key_domains import ALL_ROWS, covered, over_current, rows_counted
+from dpsql.budget.ledger import Ledger
+from dpsql.budget.ledger_entries import KEYS, Entry, Record
 from mechanisms.coarsening import key_growth
 from mechanisms.matrices import Identity
 from mechanisms.measurement import GAUSSIAN, Measurement

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import dpsql
-from dpsql import cli
+from dpsql.interfaces import cli
 from dpsql.errors import BudgetExceededError, OperationalError
-from dpsql.ledger import Ledger
+from dpsql.budget.ledger import Ledger
 from mechanisms.accounting import Amount, epsilon_delta_to_zcdp
 from mechanisms.matrices import Prefix
 from mechanisms.measurement import Measurement
@@ -139,7 +139,7 @@ def test_eight_processes_times_a_hundred_charges(tmp_path):
 
 _CHILD = """
 import sys, numpy as np
-from dpsql.ledger import Ledger
+from dpsql.budget.ledger import Ledger
 from mechanisms.measurement import Measurement
 ledger = Ledger(sys.argv[1], "gaussian", None, 1e-9)
 i = 0
@@ -204,7 +204,7 @@ def test_ledger_verify_and_show_commands(tmp_path, capsys):
             f"ledger {state}: TAMPERED (1 problem found)", "  - charge 2 or its measurements were altered"]
     assert cli.main(["ledger", "verify", str(tmp_path / "nothing")]) == 1
     assert "no ledger state file" in capsys.readouterr().err
-    done = subprocess.run([sys.executable, "-m", "dpsql.cli", "ledger", "verify", state], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "dpsql.interfaces.cli", "ledger", "verify", state], capture_output=True,
                           text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert done.returncode == 1 and "TAMPERED" in done.stdout and "Traceback" not in done.stderr
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpsql.ledger import Ledger
+from dpsql.budget.ledger import Ledger
 
 FIXTURE = Path(__file__).parent / "data" / "ledger-0.1.dpsql-state"
 

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import dpsql
-import dpsql.ledger
-from dpsql import cli
+import dpsql.budget.ledger
+from dpsql.interfaces import cli
 from dpsql.errors import OperationalError
-from dpsql.ledger import Ledger
-from dpsql.ledger_file import StateFile
-from dpsql.synth import synthesize
+from dpsql.budget.ledger import Ledger
+from dpsql.budget.ledger_file import StateFile
+from dpsql.releases.synth import synthesize
 from mechanisms.matrices import Prefix
 from mechanisms.measurement import Measurement
 
@@ -126,7 +126,7 @@ def test_a_really_full_disk(tmp_path):
     script = textwrap.dedent(f"""
         import numpy as np
         from dpsql.errors import OperationalError
-        from dpsql.ledger import Ledger
+        from dpsql.budget.ledger import Ledger
         from mechanisms.matrices import Prefix
         from mechanisms.measurement import Measurement
         m = lambda i: [Measurement(("age",), "gaussian", 0.01, 2.5, np.arange(5.0) + i, strategy=Prefix(5))]

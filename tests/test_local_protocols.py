@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dpsql
-from dpsql.catalog import Catalog, CatalogError
+from dpsql.tables.catalog import Catalog, CatalogError
 from mechanisms.domain import Domain
 from mechanisms.ldp.answering import client_protocol, local_answers, payload_of
 from benchmarks import ldp_simulation as simulate

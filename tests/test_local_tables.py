@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dpsql
-from dpsql.catalog import Catalog, CatalogError
+from dpsql.tables.catalog import Catalog, CatalogError
 from mechanisms.domain import Domain
 from mechanisms.ldp.answering import FrequencyOracleAnswers
 from mechanisms.ldp.client import PROTOCOLS

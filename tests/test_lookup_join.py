@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dpsql
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from dpsql.sql.lookups import PublicTables
 from mechanisms.measurement import GAUSSIAN

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from dpsql.catalog import Catalog
-from dpsql.demo_data import PEOPLE_CATALOG_TOML
+from dpsql.tables.catalog import Catalog
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML
 from dpsql.sql.compiler import compile_query
 from mechanisms.workload import Workload
 from planner.planning_limit import PlanningLimit
@@ -237,7 +237,7 @@ def test_explain_pareto_in_sql_reads_no_data_and_spends_nothing():
     import duckdb
 
     import dpsql
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
     con = duckdb.connect()
     create_people_table(con, rows=2000)
@@ -259,7 +259,7 @@ def test_explain_pareto_returns_a_front_when_every_query_is_answered_free(estima
     import duckdb
 
     import dpsql
-    from dpsql.demo_data import create_people_table
+    from dpsql.deployment.demo_data import create_people_table
 
     con = duckdb.connect()
     create_people_table(con, rows=500)

@@ -220,7 +220,7 @@ def test_set_estimator_answers_sql_from_a_graphical_model_without_negative_count
     import duckdb
 
     import dpsql
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
     con = duckdb.connect()
     create_people_table(con, rows=3000)

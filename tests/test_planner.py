@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
-from dpsql.demo_data import PEOPLE_CATALOG_TOML
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML
 from mechanisms.workload import Workload
 from planner.families import FAMILIES, PER_QUERY, PerQuery, split
 from planner.plan import MAX_ERROR, TOTAL_SQUARED

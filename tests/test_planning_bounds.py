@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.demo_data import PEOPLE_CATALOG_TOML
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML
 
 # Two queries on one clique: a single product query is measured as asked without costing
 # the other families, so it would not exercise the simulations.
@@ -155,7 +155,7 @@ def test_a_full_domain_group_by_is_refused_by_its_sizes_before_any_allocation(tm
     refused while compiling, from the declared domains alone, naming the sizes; nothing is charged. A
     GROUP BY that fits still plans."""
     import dpsql
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML, write_people_database
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, write_people_database
 
     write_people_database(tmp_path / "people.duckdb", 500)
     (tmp_path / "catalog.toml").write_text(PEOPLE_CATALOG_TOML)

@@ -18,7 +18,7 @@ import pytest
 
 import dpsql
 import dpsql.executor
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.aim import aim
 from mechanisms.domain import Domain

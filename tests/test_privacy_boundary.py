@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.shell import Shell
+from dpsql.interfaces.shell import Shell
 
 SECRET_INCOME = 731.0625  # one row holds it; the attacks try to learn whether it exists
 CATALOG = """
@@ -172,7 +172,7 @@ def test_shell_output_cannot_touch_the_data_the_ledger_or_the_catalog(files, tar
     shell.handle("SELECT 1 AS x;")
     shell.conn.close()
     assert (path.read_bytes() if path.exists() else None) == before
-    assert dpsql.ledger.Ledger.existing(str(files[2])).verify() == []
+    assert dpsql.budget.ledger.Ledger.existing(str(files[2])).verify() == []
 
 
 def test_shell_output_through_a_link_to_the_ledger_is_refused(files):
@@ -185,7 +185,7 @@ def test_shell_output_through_a_link_to_the_ledger_is_refused(files):
     for path in (link, hard):
         assert not shell.handle(f".output --overwrite {path}")
     shell.conn.close()
-    assert len(dpsql.ledger.Ledger.existing(str(files[2])).charges()) == 1
+    assert len(dpsql.budget.ledger.Ledger.existing(str(files[2])).charges()) == 1
 
 
 def test_shell_output_does_not_overwrite_without_a_flag(files, tmp_path):

@@ -9,9 +9,9 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.ledger import Ledger
-from dpsql.shell import Shell
-from dpsql.synth import synthesize
+from dpsql.budget.ledger import Ledger
+from dpsql.interfaces.shell import Shell
+from dpsql.releases.synth import synthesize
 
 CATALOG = """
 [tables.people.columns]
@@ -162,9 +162,9 @@ def test_a_failed_scan_is_logged_for_the_owner_only(profile):
 
 
 def test_the_shell_connects_by_profile_and_refuses_owner_flags(profile, capsys):
-    from dpsql import cli
+    from dpsql.interfaces import cli
 
-    run = [sys.executable, "-m", "dpsql.cli", "shell", "--profile", str(profile)]
+    run = [sys.executable, "-m", "dpsql.interfaces.cli", "shell", "--profile", str(profile)]
     env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run([*run, "--analyst", "alice", "-c", "SELECT COUNT(*) AS n FROM people"],
                           capture_output=True, text=True, env=env, timeout=120)
@@ -194,7 +194,7 @@ def test_an_output_dir_holding_owner_or_deployment_files_refuses_to_start(profil
     the analysts' folder: the profile connection and the shell refuse to start, naming it (the shell as a
     process for the first layout, in-process through the same CLI entry for the others; the server:
     tests/test_serve.py)."""
-    from dpsql import cli
+    from dpsql.interfaces import cli
 
     exports, text = profile.parent / "exports", PROFILE
     with dpsql.connect(profile=profile, analyst="bob") as conn:
@@ -222,7 +222,7 @@ def test_an_output_dir_holding_owner_or_deployment_files_refuses_to_start(profil
     argv = ["shell", "--profile", str(profile), "--analyst", "bob", "-c", "SELECT 1"]
     if layout == "dot":
         env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-        done = subprocess.run([sys.executable, "-m", "dpsql.cli", *argv], capture_output=True, text=True, env=env,
+        done = subprocess.run([sys.executable, "-m", "dpsql.interfaces.cli", *argv], capture_output=True, text=True, env=env,
                               timeout=120)
         code, err = done.returncode, done.stderr
     else:
@@ -257,7 +257,7 @@ def test_analysts_never_read_or_write_a_deployments_files(profile):
 def test_md5_verifiers_are_refused_at_load_and_passwd_makes_scram(profile, monkeypatch, capsys):
     import hashlib
 
-    from dpsql import cli
+    from dpsql.interfaces import cli
 
     md5 = "md5" + hashlib.md5(b"bob-pw" + b"bob").hexdigest()
     profile.write_text(PROFILE.replace("[analysts.bob]\n", f'[analysts.bob]\npassword = "{md5}"\n'))
@@ -297,7 +297,7 @@ def test_workspace_sql_stops_at_the_statement_timeout(profile):
 
 
 def test_the_statement_timeout_defaults_to_30_seconds(profile):
-    from dpsql.workspace import Workspace
+    from dpsql.deployment.workspace import Workspace
 
     with dpsql.connect(profile=profile, analyst="bob") as conn:
         assert conn.session.workspace.statement_timeout == 30
@@ -306,9 +306,9 @@ def test_the_statement_timeout_defaults_to_30_seconds(profile):
 
 def test_a_served_analyst_without_a_password_is_refused_at_load(tmp_path):
     from dpsql.errors import ProfileError
-    from dpsql.profile import Profile
+    from dpsql.deployment.profile import Profile
 
-    from dpsql.server.auth import scram_verifier
+    from dpsql.interfaces.server.auth import scram_verifier
 
     spec = {"data": {"database": "d.duckdb", "catalog": "c.toml"}, "server": {"listen": "127.0.0.1:0"},
             "analysts": {"alice": {"password": scram_verifier("alice-pw")}, "carol": {"epsilon": 1}}}
@@ -320,7 +320,7 @@ def test_a_served_analyst_without_a_password_is_refused_at_load(tmp_path):
 
 def test_the_data_engine_is_checked(tmp_path):
     from dpsql.errors import ProfileError
-    from dpsql.profile import Profile
+    from dpsql.deployment.profile import Profile
 
     base = {"database": "d.duckdb", "catalog": "c.toml"}
     spark = Profile.from_dict({"data": {**base, "engine": "spark", "spark_master": "local[2]",

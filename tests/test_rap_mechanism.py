@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from mechanisms.domain import Domain
 from mechanisms.measurement import GAUSSIAN, calibrate

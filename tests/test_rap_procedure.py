@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from mechanisms.measurement import GAUSSIAN, LAPLACE
 from mechanisms.rap import RAPConfig

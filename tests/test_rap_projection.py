@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from mechanisms.domain import Domain
 from mechanisms.rap import Threshold

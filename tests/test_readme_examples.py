@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 
 import dpsql
-from dpsql.shell import demo_paths
+from dpsql.interfaces.shell import demo_paths
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 RUN = ("## A 5-minute tour", "## The SQL it accepts", "## Interactive shell", "## Deploying to analysts",

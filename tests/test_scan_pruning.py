@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
-from dpsql.columns import StoredType
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.columns import StoredType
 
 CATALOG = """
 [tables.t.columns]
@@ -91,7 +91,7 @@ def test_a_scan_within_the_measured_bins_counts_them_as_the_full_scan_does():
     """Each clique's cells inside its box (the bins its measurements read) are counted as the full scan counts
     them, and any other cell either so or as 0; contiguous integer ranges, gaps, NULL bins, categoricals and
     numeric bins, one clique or several in one scan (each restricting only what all of them restrict)."""
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
     con = duckdb.connect()
     create_people_table(con, rows=20_000)
@@ -136,7 +136,7 @@ def test_answers_are_those_of_the_full_scan(sql):
     """The executor reads only the bins its measurements read: with the same noise, every answer is the one
     a full scan gives."""
     import dpsql
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
     con = duckdb.connect()
     create_people_table(con, rows=20_000)
@@ -168,8 +168,8 @@ def test_answers_are_those_of_the_full_scan(sql):
 def test_the_catalog_command_says_what_scans_check(tmp_path, capsys):
     """`dpsql catalog` (the owner's tool) reports per column what every scan checks row by row, and a table
     that does not bind as declared, reading the schema only."""
-    from dpsql.cli import main
-    from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+    from dpsql.interfaces.cli import main
+    from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
     database, catalog = tmp_path / "d.duckdb", tmp_path / "catalog.toml"
     con = duckdb.connect(str(database))

@@ -141,7 +141,7 @@ def test_a_malformed_message_closes_only_that_connection(served):
 
 
 def test_a_client_gone_before_the_charge_is_not_charged(served, tmp_path):
-    from dpsql.server.client import ClientConnection
+    from dpsql.interfaces.server.client import ClientConnection
 
     server_end, client_end = socket.socketpair()
     client = ClientConnection.__new__(ClientConnection)
@@ -274,7 +274,7 @@ def test_worker_processes_share_budget_throttle_and_cancels(served, tmp_path):
 
 
 def test_catalog_rewrites_leave_string_literals_alone():
-    from dpsql.server.pgcompat import VERSION_TEXT, rewrite_catalog_sql
+    from dpsql.interfaces.server.pgcompat import VERSION_TEXT, rewrite_catalog_sql
 
     assert rewrite_catalog_sql("SELECT 'see version() and pg_catalog.f(x)', version()") == \
         f"SELECT 'see version() and pg_catalog.f(x)', '{VERSION_TEXT}'"
@@ -395,6 +395,6 @@ def test_the_server_refuses_to_start_with_owner_files_in_reach_or_md5(served, tm
     replace = ({"[data]": '[data]\noutput_dir = "."'} if change == "output_dir" else
                {carol: f'password = "md5{hashlib.md5(b"pwcarol").hexdigest()}"'})
     other = _variant(served, tmp_path, "", **replace)
-    done = subprocess.run([sys.executable, "-m", "dpsql.cli", "serve", str(other.profile)], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "dpsql.interfaces.cli", "serve", str(other.profile)], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 1 and refusal in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -10,8 +10,8 @@ import pytest
 import sqlglot
 
 from dpsql.errors import NotSupportedError
-from dpsql.result import Result
-from dpsql.server import binary, copy_out, parameters, pgcompat
+from dpsql.answers.result import Result
+from dpsql.interfaces.server import binary, copy_out, parameters, pgcompat
 
 COLUMNS = {"people": {"age": "INTEGER", "sex": "VARCHAR", "income": "DOUBLE"},
            "notes": {"a": "BIGINT", "b": "VARCHAR", "c": "DATE"}}

@@ -13,15 +13,15 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql import cli
-from dpsql.shell import app as shell_module
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
-from dpsql.formatting import footer, render
-from dpsql.result import Result
-from dpsql.shell import Shell, demo_database
-from dpsql.shell.input import SqlCompleter, SqlLexer, is_complete
-from dpsql.shell.runner import Cancelled, CancelToken
-from dpsql.shell.schema import describe_tables
+from dpsql.interfaces import cli
+from dpsql.interfaces.shell import app as shell_module
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.interfaces.formatting import footer, render
+from dpsql.answers.result import Result
+from dpsql.interfaces.shell import Shell, demo_database
+from dpsql.interfaces.shell.input import SqlCompleter, SqlLexer, is_complete
+from dpsql.interfaces.shell.runner import Cancelled, CancelToken
+from dpsql.interfaces.shell.schema import describe_tables
 
 ROWS = 20_000
 # A protected table whose scan takes minutes: something to cancel.
@@ -427,7 +427,7 @@ def terminal(files, tmp_path):
     children = []
 
     def spawn(**extra_env):
-        child = pexpect.spawn(sys.executable, ["-m", "dpsql.cli", "shell", database, "--catalog", catalog,
+        child = pexpect.spawn(sys.executable, ["-m", "dpsql.interfaces.cli", "shell", database, "--catalog", catalog,
                                                "--state", str(tmp_path / "state")],
                               env={**env, **extra_env}, encoding="utf-8", timeout=60, dimensions=(40, 150))
         child.expect("dpsql>")

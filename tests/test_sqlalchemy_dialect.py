@@ -8,8 +8,8 @@ import pytest
 import sqlalchemy as sa
 
 import dpsql
-from dpsql.catalog import Catalog
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.tables.catalog import Catalog
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
 
 @pytest.fixture

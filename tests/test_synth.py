@@ -8,7 +8,7 @@ import pytest
 
 import dpsql
 from dpsql.errors import BudgetExceededError, NotSupportedError, ProgrammingError
-from dpsql.synth import add_parser, synthesize
+from dpsql.releases.synth import add_parser, synthesize
 
 CATALOG = """
 [tables.t]

@@ -12,9 +12,9 @@ import pytest
 
 import dpsql
 from dpsql.errors import ProgrammingError
-from dpsql.ledger import Ledger
-from dpsql.ledger_entries import MODEL
-from dpsql.synth import add_parser, future_cliques, synthesize
+from dpsql.budget.ledger import Ledger
+from dpsql.budget.ledger_entries import MODEL
+from dpsql.releases.synth import add_parser, future_cliques, synthesize
 
 CATALOG = """
 [tables.t]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
 from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import MAX_THRESHOLD_CONDITIONS

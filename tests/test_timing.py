@@ -4,9 +4,9 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.sql.compiler import compile_query
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 from mechanisms.matrices import Dense
 from mechanisms.measurement import exact_work
 from mechanisms.workload import Workload

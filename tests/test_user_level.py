@@ -18,13 +18,13 @@ import pytest
 import dpsql
 from dpsql.backends import DuckDBBackend
 from dpsql.backends.base import bounded_source
-from dpsql.catalog import Catalog, Table
-from dpsql.column_declarations import integer
+from dpsql.tables.catalog import Catalog, Table
+from dpsql.tables.column_declarations import integer
 from dpsql.sql.compiler import compile_query
 from dpsql.errors import CatalogError, OperationalError
-from dpsql.ledger import Ledger
-from dpsql.shell import Shell
-from dpsql.synth import synthesize
+from dpsql.budget.ledger import Ledger
+from dpsql.interfaces.shell import Shell
+from dpsql.releases.synth import synthesize
 from mechanisms.measurement import GAUSSIAN, LAPLACE, calibrate, query_step
 from mechanisms.noise import RandomSource
 from mechanisms.reconstruction import LeastSquaresModel

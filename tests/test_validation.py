@@ -7,11 +7,11 @@ import duckdb
 import numpy as np
 
 import dpsql
-from dpsql import cli
+from dpsql.interfaces import cli
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
-from dpsql.demo_data import PEOPLE_CATALOG_TOML, create_people_table
-from dpsql.validation import Validations, validated_path
+from dpsql.tables.catalog import Catalog
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
+from dpsql.tables.validation import Validations, validated_path
 
 
 def _database(tmp_path, rows=2000):

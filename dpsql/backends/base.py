@@ -25,9 +25,9 @@ from typing import Callable, Mapping, Protocol, Sequence
 import numpy as np
 import sqlglot
 
-from dpsql.catalog import Table
-from dpsql.columns import CATEGORICAL, KEY, Column, StoredType, quote_identifier, quote_string
-from dpsql.edge_tables import BoundBroken, Graph, graph_marginals, graph_window_counts, window_changes
+from dpsql.tables.catalog import Table
+from dpsql.tables.columns import CATEGORICAL, KEY, Column, StoredType, quote_identifier, quote_string
+from dpsql.tables.edge_tables import BoundBroken, Graph, graph_marginals, graph_window_counts, window_changes
 from dpsql.errors import OperationalError, ProgrammingError
 from mechanisms.ldp.answering import payload_of
 from mechanisms.ldp.client import HASH_PRIME
@@ -214,7 +214,7 @@ def marginal_sql(
     every engine has. `within` (clique -> per attribute, the bins needed: `measurement.support`)
     lets the scan read only rows in the bins some clique needs (`Column.within_sql`); the
     cells outside are then counted as 0, which the measurements never read. `trusted`: `stored` holds
-    what the owner validated, not what the schema guarantees (`dpsql.validation`); a row that does not fit
+    what the owner validated, not what the schema guarantees (`dpsql.tables.validation`); a row that does not fit
     after all has no bin in some column, and its groups are left out of that column's marginals.
     """
     pairs = table.units_of is not None
@@ -323,7 +323,7 @@ def graph_edges_sql(graph: Graph, relation: Relation = quote_identifier, window_
     """The cleaned edges of a graph's edge table as dense node numbers `s`, `t` (0..n−1, in id order), and
     with `window_sql` (over the edge table's time column) each edge's window `w`, its earliest: NULL
     endpoints (and times) and self-loops left out, repeats (and, undirected, reversals) kept once — each
-    rule looks at one edge, so removing a node removes only its own edges (`dpsql.edge_tables`)."""
+    rule looks at one edge, so removing a node removes only its own edges (`dpsql.tables.edge_tables`)."""
     a, b = quote_identifier(graph.source), quote_identifier(graph.target)
     ends = (f"CASE WHEN {a} < {b} THEN {a} ELSE {b} END AS s, CASE WHEN {a} < {b} THEN {b} ELSE {a} END AS t"
             if not graph.directed else f"{a} AS s, {b} AS t")
@@ -384,7 +384,7 @@ class SQLBackend:
 
     def marginal_types(self, table: Table) -> tuple[dict[str, StoredType], bool]:
         """The column types a marginal scan may rely on, and whether they are the owner's validation
-        (`dpsql.validation`) rather than the schema's guarantee: `stored_types` here."""
+        (`dpsql.tables.validation`) rather than the schema's guarantee: `stored_types` here."""
         return self.stored_types(table), False
 
     def marginals(self, table: Table, cliques: list[Clique], key: str | None = None, within: Within = None

@@ -6,9 +6,9 @@ import duckdb
 import numpy as np
 
 from dpsql.backends.base import SQLBackend
-from dpsql.catalog import Table
-from dpsql.columns import StoredType, quote_identifier
-from dpsql.validation import Validations, as_validated
+from dpsql.tables.catalog import Table
+from dpsql.tables.columns import StoredType, quote_identifier
+from dpsql.tables.validation import Validations, as_validated
 
 
 _INTEGER_TYPES = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
@@ -27,7 +27,7 @@ class DuckDBBackend(SQLBackend):
 
     def __init__(self, con: duckdb.DuckDBPyConnection, validations: Validations | None = None):
         """Measure in `con`'s database, on a new connection of its own; `validations`: the tables the owner
-        validated in it (`dpsql.validation`)."""
+        validated in it (`dpsql.tables.validation`)."""
         super().__init__()
         self.con = con = con.cursor()
         self.database, self.schema = con.execute("SELECT current_database(), current_schema()").fetchone()

@@ -16,7 +16,7 @@ import duckdb
 import numpy as np
 
 from dpsql.backends import DuckDBBackend
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from planner.speed_cache import machine_cached
 from planner.timing import ScanSpeed
 

@@ -15,7 +15,7 @@ with `run` and `describe`, and its entry in `HANDLERS`.
 from __future__ import annotations
 
 from dpsql.handlers import continual, explain, options, queries, workloads
-from dpsql.result import Result
+from dpsql.answers.result import Result
 from dpsql.sql.statements import (
     BeginWorkload,
     CreateContinual,

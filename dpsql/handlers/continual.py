@@ -1,8 +1,8 @@
-"""CREATE CONTINUAL QUERY, EMIT and SHOW CONTINUAL: releases over a stream (`dpsql.continual`)."""
+"""CREATE CONTINUAL QUERY, EMIT and SHOW CONTINUAL: releases over a stream (`dpsql.releases.continual`)."""
 
 from __future__ import annotations
 
-from dpsql.result import Result
+from dpsql.answers.result import Result
 from dpsql.sql.statements import CreateContinual, Emit, ShowContinual
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from dpsql.budget import Sizing, checked
+from dpsql.budget.units import Sizing, checked
 from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.executor import local_plan
 from dpsql.handlers import key_release
-from dpsql.post_processing import CompositeQuery, parts_of
-from dpsql.result import Result
+from dpsql.answers.post_processing import CompositeQuery, parts_of
+from dpsql.answers.result import Result
 from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, classify, split_statements, take_weight
 from mechanisms.workload import Workload
 from planner.chart import draw_chart, draw_front, error_curves

@@ -1,18 +1,18 @@
 """A query that must release keys first: partition selection of a key column, then the answer over its keys.
 
 Which query must (an unreleased key column grouped by alone, or a released one over rows no release has
-counted) and how the domain grows are `dpsql.key_domains`'; this module runs the release and its EXPLAIN.
+counted) and how the domain grows are `dpsql.tables.key_domains`'; this module runs the release and its EXPLAIN.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dpsql.columns import KEY
+from dpsql.tables.columns import KEY
 from dpsql.errors import Error, NotSupportedError
-from dpsql.key_domains import covered, rows_counted
-from dpsql.ledger_entries import KEYS
-from dpsql.result import Result, assemble
+from dpsql.tables.key_domains import covered, rows_counted
+from dpsql.budget.ledger_entries import KEYS
+from dpsql.answers.result import Result, assemble
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.partition_selection import count_released_with
 

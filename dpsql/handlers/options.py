@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dpsql.budget import checked
+from dpsql.budget.units import checked
 from dpsql.errors import ProgrammingError
-from dpsql.result import Result
+from dpsql.answers.result import Result
 from dpsql.sql.statements import SetOption, ShowOption
 
 

@@ -11,8 +11,8 @@ from typing import Any, Sequence
 from sqlglot import exp
 
 from dpsql.handlers import key_release
-from dpsql.post_processing import CompositeQuery, answers, dry_run, parts_of
-from dpsql.result import Result, assemble
+from dpsql.answers.post_processing import CompositeQuery, answers, dry_run, parts_of
+from dpsql.answers.result import Result, assemble
 from dpsql.sql.compiler import parse_statement
 from dpsql.sql.statements import Sql, take_weight, without_parameters
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from dpsql.budget import checked
+from dpsql.budget.units import checked
 from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.handlers import explain
-from dpsql.post_processing import answers, parts_of
-from dpsql.result import Result
+from dpsql.answers.post_processing import answers, parts_of
+from dpsql.answers.result import Result
 from dpsql.sql.statements import BeginWorkload, Explain, Sql, take_weight
 
 

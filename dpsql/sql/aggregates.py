@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from sqlglot import exp
 
-from dpsql.catalog import Table
-from dpsql.columns import INTEGER, KEY, NUMERIC, PRESENCE, Column
+from dpsql.tables.catalog import Table
+from dpsql.tables.columns import INTEGER, KEY, NUMERIC, PRESENCE, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import Condition, ExpressionCompiler, Value, literal_value
 from dpsql.sql.lookups import SlicedMap
@@ -64,7 +64,7 @@ def moment(node: exp.Expression) -> tuple[bool, bool] | None:
 class Aggregate:
     """One aggregate of the query: COUNT or SUM (one block), AVG (SUM and COUNT blocks), a
     quantile (one block: the prefix counts of its column, per group), or a variance or standard
-    deviation (blocks of the sum of squares, the sum and the count: `dpsql.moments`).
+    deviation (blocks of the sum of squares, the sum and the count: `dpsql.answers.moments`).
 
     An AVG's sum block measures SUM(x - center), `center` the middle of x's declared
     range: half the sensitivity of SUM(x) when the range is [0, U], and its noise is

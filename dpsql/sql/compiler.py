@@ -30,8 +30,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dpsql.catalog import Catalog, Table
-from dpsql.columns import KEY
+from dpsql.tables.catalog import Catalog, Table
+from dpsql.tables.columns import KEY
 from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.sql.aggregates import (ANONYMOUS_AGGREGATES, MOMENT_NODES, QUANTILE_NODES, REFUSED_AGGREGATES,
                                   Aggregate, compile_aggregate, is_aggregate_node)

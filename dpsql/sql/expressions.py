@@ -21,8 +21,8 @@ from typing import Sequence
 import numpy as np
 from sqlglot import exp
 
-from dpsql.catalog import Table
-from dpsql.columns import BOOLEAN, KEY, NUMERIC
+from dpsql.tables.catalog import Table
+from dpsql.tables.columns import BOOLEAN, KEY, NUMERIC
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.evaluation import Evaluated, Resolved, evaluate, to_predicate
 from mechanisms.rap.multilinear import BooleanFunction

@@ -24,7 +24,7 @@ Then `split` says what the statement is:
 - a `Composite`: every SELECT that reads a protected table directly (an aggregate query: a *DP part*)
   is cut out and replaced by ``SELECT * FROM __dpsql_part_<i>``; what remains (`outer`) is
   post-processing of the parts' noisy answers, SQL that reads no protected table
-  (`dpsql.post_processing`). A UNION [ALL] whose every branch is a DP part has no outer SQL: its
+  (`dpsql.answers.post_processing`). A UNION [ALL] whose every branch is a DP part has no outer SQL: its
   answer is the parts' rows, in order (`union`).
 
 Everything here is a rewrite of the statement's text: no data is read.

@@ -24,8 +24,8 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.catalog import Table
-from dpsql.columns import CATEGORICAL, INTEGER, NUMERIC, Column, quote_identifier
+from dpsql.tables.catalog import Table
+from dpsql.tables.columns import CATEGORICAL, INTEGER, NUMERIC, Column, quote_identifier
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import _TEST, Condition
 from mechanisms.domain import Domain

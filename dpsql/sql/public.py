@@ -2,7 +2,7 @@
 
 A statement that names a protected table (`ProtectedNames.reference`) is a DP
 query: it is compiled, never run as written. Any other statement is public SQL,
-which runs in the analyst's workspace (`dpsql.workspace`), a database that holds
+which runs in the analyst's workspace (`dpsql.deployment.workspace`), a database that holds
 no protected data. Public SQL is allowed by an allowlist (`check_public`), not
 refused by a blocklist. A statement runs only if
 
@@ -30,7 +30,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
-from dpsql.catalog import Catalog
+from dpsql.tables.catalog import Catalog
 from dpsql.errors import NotSupportedError
 
 # DuckDB's statement type (by name) -> the sqlglot nodes allowed to carry it.

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from dpsql.budget import checked
+from dpsql.budget.units import checked
 from dpsql.errors import ProgrammingError
 
 

@@ -1,0 +1,5 @@
+"""Releases outside a workload's plan, each charged through `Executor.charged` like every other.
+
+`continual`: counts released window by window over a stream; `dropped_rows`: how many rows
+bounding left out; `synth`: a synthetic copy of a protected table (AIM, MST or RAP).
+"""
