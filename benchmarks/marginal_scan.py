@@ -25,7 +25,8 @@ from pathlib import Path
 import duckdb
 
 from dpsql.backends import DuckDBBackend
-from dpsql.tables.catalog import Catalog, Table
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.table import Table
 from dpsql.tables.columns import NUMERIC
 from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 

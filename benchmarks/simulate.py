@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpsql.backends import Backend
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from mechanisms.arrays import to_numpy
 from mechanisms.marginals import Clique
 from mechanisms.measurement import exact_answer, release

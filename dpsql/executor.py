@@ -35,7 +35,7 @@ the key set and the released counts (a measurement of the query over the new dom
 so asking it again is free). A release where no key clears τ is charged too and answers
 with no rows; it does not fix the column's domain, so a later release may still find keys.
 
-A table of local-DP reports (`Table.is_local`) spends nothing here: its queries are answered
+A table of local-DP reports (`Table.answered_by_reports`) spends nothing here: its queries are answered
 from the protocol's unbiased estimate of its reports (`mechanisms.ldp.answering`), apart from the
 plan. A hybrid table (a local table with an `opt_in` central table) is planned, measured and
 charged as a query over its opt-in table, whose answers are then blended, after the charge, with
@@ -54,7 +54,8 @@ import numpy as np
 from dpsql.backends import Backend, DuckDBBackend
 from dpsql.backends.scan_speed import duckdb_scan_speed
 from dpsql.budget.units import Budget, Sizing
-from dpsql.tables.catalog import Catalog, Table
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.table import Table
 from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError
 from dpsql.tables.key_domains import over_current
 from dpsql.budget.ledger import Ledger
@@ -190,8 +191,7 @@ class Executor:
 
     def bounding_key(self, table: Table) -> str | None:
         """The ledger's secret bounding key for a table with a privacy unit (None: row-level table)."""
-        base = table.units_of or table  # a table of distinct units bounds its base table's rows
-        return None if base.unit is None else self.ledger.bounding_key()
+        return self.ledger.bounding_key() if table.needs_bounding_key else None
 
     def rows(self, table: Table) -> float | None:
         """The table's size as declared public, or as already released (free: post-processing); else None.
@@ -478,9 +478,8 @@ class Executor:
 
     def central_part(self, query: CompiledQuery) -> CompiledQuery:
         """A query over a hybrid table as the query over its opt-in (central) table; any other query as it is."""
-        if not query.table.is_local or query.table.opt_in is None:
-            return query
-        return replace(query, table=self.catalog.opt_in(query.table))
+        measured = query.table.measured_as(self.catalog.get)
+        return query if measured is query.table else replace(query, table=measured)
 
     def answer_local(self, query: CompiledQuery) -> Result:
         """A query over local-DP reports: the protocol's unbiased estimate and its exact variance; no charge."""
@@ -491,7 +490,7 @@ class Executor:
         except ValueError as e:  # a query the protocol does not estimate (a marginal above its order)
             raise NotSupportedError(f"{e}; nothing was charged") from None
         result = self.answered(lambda: assemble(query, answers))
-        result.plan = local_plan(table, model.n)
+        result.plan = table.explain_text(model.n)
         result.answered_by = [model.kind]
         result.charge_text = (f"no charge: each of the {model.n:,} reports was randomized on its device "
                               f"({table.protocol} at ε = {table.local_epsilon:g}); remaining "
@@ -564,16 +563,7 @@ def _asked(queries: list[CompiledQuery], table: Table, blocks: list[Block]) -> l
 
 def _reports_only(query: CompiledQuery) -> bool:
     """Whether a query reads only local-DP reports (a local table without opt-in users)."""
-    return query.table.is_local and query.table.opt_in is None
+    return query.table.answered_by_reports
 
 
-def local_plan(table: Table, reports: int | None = None) -> str:
-    """What EXPLAIN says of a query over local-DP reports."""
-    how_many = "" if reports is None else f"{reports:,} "
-    return (f"[{table.name}] local DP: the table holds {how_many}reports randomized on the users' devices with "
-            f"{table.protocol} at ε = {table.local_epsilon:g}; no central budget is charged. Answered by the "
-            "protocol's unbiased estimate (one estimate answers every query, consistently), with the exact variance "
-            "of each answer, covariances between cells included (evaluated at the estimate)")
-
-
-__all__ = ["Executor", "Hooks", "local_plan", "Pending", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]
+__all__ = ["Executor", "Hooks", "Pending", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]

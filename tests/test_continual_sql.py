@@ -188,7 +188,6 @@ def test_the_duckdb_functions_and_the_command_line_emit(tmp_path, capsys):
 
 def test_a_scan_ranks_only_the_time_prefix_and_the_units_it_counts_yet_keeps_the_same_rows():
     """Bounding over rows up to the scan's last window, of units it counts, equals bounding the whole table."""
-    from dpsql.backends.base import bounded_source
 
     con = duckdb.connect()
     rng = np.random.default_rng(3)
@@ -199,7 +198,7 @@ def test_a_scan_ranks_only_the_time_prefix_and_the_units_it_counts_yet_keeps_the
     for first, last in [(0, 1), (5, 6), (3, 11), (19, 20)]:
         fast = DuckDBBackend(con).window_counts(table, ("region",), "TRUE", window, first, last, "key")
         whole = con.execute(f"SELECT w, region, COUNT(*) FROM (SELECT {window} AS w, region FROM "
-                            f"{bounded_source(table, 'key')}) WHERE w >= {first} AND w < {last} GROUP BY ALL").fetchall()
+                            f"{table.source_sql('key')}) WHERE w >= {first} AND w < {last} GROUP BY ALL").fetchall()
         expected = np.zeros_like(fast)
         for w, region, n in whole:
             expected[w - first, ["N", "S"].index(region)] = n

@@ -17,8 +17,9 @@ import pytest
 
 import dpsql
 from dpsql.backends import DuckDBBackend
-from dpsql.backends.base import bounded_source
-from dpsql.tables.catalog import Catalog, Table
+
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.unit_bounded import UnitBoundedTable
 from dpsql.tables.column_declarations import integer
 from dpsql.sql.compiler import compile_query
 from dpsql.errors import CatalogError, OperationalError
@@ -146,8 +147,10 @@ def test_python_api_declares_units_and_refuses_unresolved_links():
     items = catalog.add_table("items", {"q": integer(0, 3)}, {"foreign_key": "oid", "references": "orders.id"}, 5)
     assert items.contribution == 5 and items.unit.column == "cid"
     with pytest.raises(CatalogError, match="not both"):
-        Table("t", {"q": catalog.get("orders").columns["q"]}, "cid", items.unit_link, 2)
-    unresolved = Table("t", {"q": catalog.get("orders").columns["q"]}, None, items.unit_link, 2)
+        UnitBoundedTable("t", {"q": catalog.get("orders").columns["q"]}, unit_column="cid", unit_link=items.unit_link,
+                         max_rows_per_unit=2)
+    unresolved = UnitBoundedTable("t", {"q": catalog.get("orders").columns["q"]}, unit_link=items.unit_link,
+                                  max_rows_per_unit=2)
     with pytest.raises(CatalogError, match="not resolved"):
         _ = unresolved.contribution
 
@@ -160,7 +163,7 @@ def test_bounding_keeps_k_rows_per_unit_by_the_keyed_hash(visits):
     key = "0123abcd" * 8
     counts = DuckDBBackend(con).marginals(table, [("a", "s"), ()], key)
     assert np.array_equal(counts[("a", "s")], python_bounded(rows, key, K))
-    per_unit = con.execute(f"SELECT __dpsql_unit, COUNT(*) FROM {bounded_source(table, key)} GROUP BY 1").fetchall()
+    per_unit = con.execute(f"SELECT __dpsql_unit, COUNT(*) FROM {table.source_sql(key)} GROUP BY 1").fetchall()
     direct = con.execute(
         f"SELECT COUNT(*), SUM(LEAST(n, {K})) FROM (SELECT uid, COUNT(*) AS n FROM visits "
         "WHERE uid IS NOT NULL AND s IN ('x', 'y') AND a IS NOT NULL GROUP BY uid)"

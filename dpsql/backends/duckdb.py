@@ -6,7 +6,7 @@ import duckdb
 import numpy as np
 
 from dpsql.backends.base import SQLBackend
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import StoredType, quote_identifier
 from dpsql.tables.validation import Validations, as_validated
 

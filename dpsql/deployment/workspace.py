@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 import duckdb
 from sqlglot import exp
 
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import quote_identifier
 from dpsql.errors import Error, IntegrityError, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.sql.public import SANDBOX_CONFIG, check_public

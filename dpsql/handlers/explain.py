@@ -6,7 +6,6 @@ from typing import Sequence
 
 from dpsql.budget.units import Sizing, checked
 from dpsql.errors import NotSupportedError, ProgrammingError
-from dpsql.executor import local_plan
 from dpsql.handlers import key_release
 from dpsql.answers.post_processing import CompositeQuery, parts_of
 from dpsql.answers.result import Result
@@ -41,16 +40,15 @@ def explain(session, sql: str) -> Result:
         return key_release.explain(s, selection)
     if isinstance(compiled, CompositeQuery):
         return plans(s, s.executor.plan(compiled.parts, s.sizing(), timed=True))
-    if compiled.table.is_local and compiled.table.opt_in is None:  # a hybrid table: its opt-in part's plan
-        text = local_plan(compiled.table)
+    if compiled.table.answered_by_reports:  # (a hybrid table is planned on its opt-in part)
+        text = compiled.table.explain_text()
         return Result(["plan"], [(text,)], kind="explain", plan=text)
     return plans(s, s.executor.plan([compiled], s.sizing(), timed=True))
 
 
 def plans(session, planned: dict) -> Result:
     """EXPLAIN's result: each table's plan, then the total cost against what remains."""
-    text = "\n".join(f"[{name}] " + plan.explain() + ("" if table.graph is None else
-                                                      "\n  " + table.graph.explain(table.role))
+    text = "\n".join(f"[{name}] " + plan.explain() + ("\n  " + table.explain_note() if table.explain_note() else "")
                      for name, (table, plan) in planned.items())
     cost = sum(plan.cost for _, plan in planned.values())
     remaining = session.ledger.remaining()
@@ -70,7 +68,7 @@ def pareto(session, queries: list[str], sizing: Sizing, weights: Sequence[float]
         sql, weight = take_weight(text)
         weight *= 1.0 if weights is None else checked("weight", weights[i - 1], f"the weight of query {i}")
         compiled += parts_of([s.compile(sql, label=f"q{i}" if len(queries) > 1 else "", weight=weight)])
-        if compiled[-1].selection is not None or compiled[-1].table.is_local:
+        if compiled[-1].selection is not None or compiled[-1].table.holds_reports:
             raise NotSupportedError("EXPLAIN PARETO plans measurements: not a key release or local-DP reports")
     rows, notes = [], []
     for name, (table, blocks, free) in s.executor.uncovered(compiled, sizing.measure_unmeasured).items():

@@ -83,7 +83,7 @@ def _catalog(args: argparse.Namespace) -> int:
         return _validate(con, catalog, args.database, args.validate)
     backend, rows, broken = DuckDBBackend(con), [], 0
     for table in catalog.tables.values():
-        if table.graph is not None or table.is_local:
+        if not table.scanned_by_rows:
             rows.append((table.name, "", "", "not scanned row by row (a graph's edges or local-DP reports)"))
             continue
         try:
@@ -117,7 +117,7 @@ def _validate(con, catalog, database: str, names: list[str]) -> int:
     for name in names:
         table = catalog.tables.get(name) or next((t for t in catalog.tables.values() if t.name.lower() == name.lower()),
                                                  None)
-        if table is None or table.graph is not None or table.is_local or table.units_of is not None:
+        if table is None or not table.scanned_by_rows:
             raise CatalogError(f"{name!r} is not a table of the catalog scanned row by row; name one of "
                                f"{', '.join(t.name for t in catalog.tables.values())}")
         backend.check(table, "-")

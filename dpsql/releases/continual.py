@@ -13,7 +13,7 @@ running total per group with exact standard errors (causal: what later releases 
 change). ``SHOW CONTINUAL weekly`` shows every window so far from all releases (least squares).
 
 The table declares ``time`` and ``append_only = true``: each unit then keeps its first k rows
-*by time* (`dpsql.backends.base.bounded_source`), so rows that arrive later never change what
+*by time* (`dpsql.tables.streams.StreamTable.source_sql`), so rows that arrive later never change what
 a released window counted. A row's window is given by its time; a *late* row (its time in a
 window already released) is counted by later releases that cover its window (tree nodes),
 never by the releases already made (SENSDIFF never counts it).
@@ -27,9 +27,10 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from dpsql.tables.catalog import Catalog, Table
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.table import Table
 from dpsql.tables.columns import quote_identifier
-from dpsql.errors import NotSupportedError, ProgrammingError
+from dpsql.errors import ProgrammingError
 from dpsql.executor import Executor, Pending, Release
 from dpsql.budget.ledger_entries import CONTINUAL, EMIT, Entry, Record
 from dpsql.answers.result import Result
@@ -106,10 +107,7 @@ class ContinualQueries:
         """Define a continual query and charge its whole horizon (`share`) once."""
         counts = compile_cell_counts(parse_statement(st.sql, self.dialect), catalog)
         table = counts.table
-        if not table.append_only or table.time_column.lower() != st.time_column.lower():
-            raise NotSupportedError(
-                f"a continual query needs a stream: declare table {table.name!r} with time = \"{st.time_column}\" and "
-                "append_only = true (each unit then keeps its first rows by time, so released windows never change)")
+        table.check_stream(st.time_column)
         schedule = parse_schedule(st)
         if any(n == st.name for _, n, _ in self.ledger.records(CONTINUAL, prefix=st.name)):
             raise ProgrammingError(f"a continual query named {st.name!r} exists already")
@@ -118,7 +116,7 @@ class ContinualQueries:
         release = ContinualRelease(choice.strategy, Identity(counts.cells), noise, share,
                                    table.stream_contribution(schedule.releases), self.executor.rng)
         self.executor.check_affordable(share)
-        if table.graph is not None:  # a graph that breaks its declared bound already would buy no emit: refuse now
+        if table.owner_promises_bound:  # data that breaks the declared bound already would buy no emit: refuse now
             self.executor.backend.window_counts(table, counts.group, counts.where_sql, schedule.window_sql(), 0, 1,
                                                 self.executor.bounding_key(table))
         payload = {"select": st.sql, "dialect": self.dialect, "signature": table.signature(),

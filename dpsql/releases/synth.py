@@ -42,7 +42,7 @@ from typing import Callable
 import duckdb
 import numpy as np
 
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import PRESENCE, quote_identifier, quote_string
 from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
 from dpsql.executor import Pending, Release

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from sqlglot import exp
 
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import INTEGER, KEY, NUMERIC, PRESENCE, Column
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import Condition, ExpressionCompiler, Value, literal_value
@@ -120,7 +120,7 @@ def compile_aggregate(
     if agg.find(exp.AggFunc) is not agg or any(isinstance(n, exp.AggFunc) for n in agg.walk() if n is not agg):
         raise NotSupportedError(f"nested aggregates are not supported: {node.sql()!r}")
     arg = agg.this
-    if isinstance(arg, exp.Distinct) and isinstance(agg, exp.Count) and table.units_of is not None:
+    if isinstance(arg, exp.Distinct) and isinstance(agg, exp.Count) and table.counts_distinct_units:
         arg = None  # COUNT(DISTINCT unit) over the table of (unit, group) pairs: COUNT(*)
     elif isinstance(arg, exp.Distinct):
         raise NotSupportedError(
@@ -166,7 +166,7 @@ def _counted(arg: exp.Expression | None, compiler: ExpressionCompiler, table: Ta
 
 def _names_unit(arg: exp.Column, compiler: ExpressionCompiler, table: Table) -> bool:
     """Whether `arg` names the table's privacy-unit column (or its foreign key to the unit), not declared."""
-    units = {c.lower() for c in (table.unit_column, table.unit_link.column if table.unit_link else None) if c}
+    units = {c.lower() for c in table.unit_columns()}
     qualifiers = {"", table.name.lower(), (compiler.alias or "").lower()}
     return (arg.name.lower() in units and arg.table.lower() in qualifiers
             and not any(c.lower() == arg.name.lower() for c in table.columns))

@@ -24,7 +24,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import CATEGORICAL, INTEGER, NUMERIC, Column, quote_identifier
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.expressions import _TEST, Condition

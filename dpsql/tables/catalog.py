@@ -33,6 +33,10 @@ column, or an undeclared categorical value without an ``other`` fallback, are
 left out of every answer, uniformly (a row-local rule, so privacy holds).
 Tables not in the catalog are public.
 
+Each declaration makes a table of one *kind*, a class of its own (`dpsql.tables.kinds.KINDS`):
+row-level (`row_level`), unit-bounded (`unit_bounded`), stream (`streams`), local reports
+(`local_reports`), hybrid (`hybrid`); a graph makes an edge table and a node table (`graph_tables`).
+
 A table may declare a *privacy unit* (``privacy_unit = "customer_id"``), or
 reach the unit of another protected table through a foreign key
 (``privacy_unit = { foreign_key = "order_id", references = "orders.id" }``),
@@ -75,24 +79,19 @@ value can only make plans worse, never release anything.
 
 from __future__ import annotations
 
-import hashlib
-import math
 import tomllib
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
-from dpsql.tables.column_declarations import parse_column
-from dpsql.tables.columns import KEY, Column, StoredType
-from dpsql.tables.edge_tables import EDGES, NODES, Graph, parse_graph
 from dpsql.errors import CatalogError
-from mechanisms.domain import Domain
-from mechanisms.ldp.answering import LOCAL_PROTOCOLS as ANSWERABLE, client_protocol
-from mechanisms.ldp.client import Protocol
-
-CENTRAL, LOCAL = "central", "local"  # who randomizes a table's rows: dpsql (central DP) or each user's device
-LOCAL_PROTOCOLS = tuple(ANSWERABLE)  # the protocols a local table's reports may use (`mechanisms.ldp.answering`)
-LOCAL_KEYS = ("model", "protocol", "epsilon", "branching", "oracle", "order", "opt_in")  # a local table's settings
+from dpsql.tables.column_declarations import parse_column
+from dpsql.tables.edge_tables import Graph, parse_graph
+from dpsql.tables.graph_tables import graph_tables
+from dpsql.tables.hybrid import HybridTable
+from dpsql.tables.kinds import CENTRAL, SETTINGS, declared_table
+from dpsql.tables.privacy_units import MAX_ROWS_PER_UNIT, Hop, PrivacyUnit
+from dpsql.tables.table import Table
+from dpsql.tables.unit_bounded import UnitBoundedTable
 
 
 def _read_catalog_file(path: Path) -> str:
@@ -110,239 +109,10 @@ def _read_catalog_file(path: Path) -> str:
                            "UTF-8") from None
 
 
-MAX_ROWS_PER_UNIT = 1_000_000
-
-
-@dataclass(frozen=True)
-class Hop:
-    """One foreign-key step: `column` of the current table equals `key` of protected `table`."""
-
-    column: str
-    table: str
-    key: str
-
-
-@dataclass(frozen=True)
-class PrivacyUnit:
-    """A table's privacy unit: `column` of the last hop's table (of the table itself without
-    hops), and `bound`, the most rows one unit may contribute to this table."""
-
-    column: str
-    bound: int
-    path: tuple[Hop, ...] = ()
-
-    def describe(self) -> str:
-        hops = "".join(f"{h.column} -> {h.table}.{h.key}, " for h in self.path)
-        return f"privacy unit {hops}{self.column}, at most {self.bound} rows per unit"
-
-
-def parse_unit(table: str, unit: Any) -> tuple[str | None, Hop | None]:
-    """Validate a `privacy_unit` declaration: (unit column, foreign-key hop), one of them None."""
-    if unit is None:
-        return None, None
-    if isinstance(unit, str):
-        if not unit:
-            raise CatalogError(f"table {table!r}: privacy_unit must name a column")
-        return unit, None
-    if not isinstance(unit, dict) or set(unit) != {"foreign_key", "references"}:
-        raise CatalogError(
-            f"table {table!r}: privacy_unit is a column name, or "
-            '{ foreign_key = "<column>", references = "<protected table>.<column>" }'
-        )
-    column, target = unit["foreign_key"], unit["references"]
-    parts = target.split(".") if isinstance(target, str) else []
-    if not isinstance(column, str) or not column or len(parts) != 2 or not all(parts):
-        raise CatalogError(
-            f"table {table!r}: privacy_unit's foreign_key must name a column and references must read "
-            f"'<protected table>.<column>'"
-        )
-    return None, Hop(column, parts[0], parts[1])
-
-
-@dataclass
-class Table:
-    """A protected table: its declared columns, in declaration order, and its privacy unit.
-
-    `unit_column` (the unit is a column of this table) or `unit_link` (a foreign key to
-    another protected table, whose unit is this table's) with `max_rows_per_unit`; a
-    linked table's `unit` is resolved by its `Catalog`.
-    """
-
-    name: str
-    columns: dict[str, Column]
-    unit_column: str | None = None
-    unit_link: Hop | None = None
-    max_rows_per_unit: int | None = None
-    public_rows: int | None = None  # the size, declared public by the data owner (planning input only)
-    # A table of distinct (unit, cell) pairs of `units_of`'s rows meeting `units_where` (`distinct_units`).
-    units_of: "Table | None" = None
-    units_where: str = "TRUE"
-    time_column: str | None = None  # a stream: the time each row belongs to (continual queries)
-    append_only: bool = False  # rows are only ever added: a unit keeps its first k rows by time
-    model: str = CENTRAL  # LOCAL: the rows are reports randomized on the users' devices
-    protocol: str | None = None  # a local table's frequency oracle (LOCAL_PROTOCOLS)
-    local_epsilon: float | None = None  # ... and the ε each report was randomized with
-    protocol_options: dict = field(default_factory=dict)  # ... and its other parameters (branching, oracle, order)
-    opt_in: str | None = None  # the hybrid model: the central table of the users who opted in (`Catalog.opt_in`)
-    graph: Graph | None = None  # a graph's edge table or node table (`role`): node DP, `dpsql.tables.edge_tables`
-    role: str | None = None  # EDGES or NODES
-    domain: Domain = field(init=False)
-    _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
-    _client: Protocol | None = field(init=False, default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.columns and self.units_of is None and self.role != EDGES:
-            raise CatalogError(f"table {self.name!r} declares no columns")
-        if self.unit_column is not None and self.unit_link is not None:
-            raise CatalogError(f"table {self.name!r}: declare the privacy unit as a column or a foreign key, not both")
-        bound = self.max_rows_per_unit
-        if self.unit_column is None and self.unit_link is None:
-            if bound is not None:
-                raise CatalogError(f"table {self.name!r}: max_rows_per_unit needs a privacy_unit to bound")
-        elif isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= MAX_ROWS_PER_UNIT:
-            raise CatalogError(
-                f"table {self.name!r}: a privacy unit needs max_rows_per_unit, an integer from 1 to "
-                f"{MAX_ROWS_PER_UNIT} (the most rows one unit may contribute)"
-            )
-        rows = self.public_rows
-        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
-            raise CatalogError(f"table {self.name!r}: rows (its public size) must be a positive integer")
-        self._check_model()
-        if self.time_column is not None and (not isinstance(self.time_column, str) or not self.time_column):
-            raise CatalogError(f"table {self.name!r}: time must name the column holding each row's time")
-        if not isinstance(self.append_only, bool) or (self.append_only and self.time_column is None):
-            raise CatalogError(f"table {self.name!r}: append_only is true or false, and needs time = \"<column>\"")
-        if self.unit_column is not None:
-            self._unit = PrivacyUnit(self.unit_column, self.max_rows_per_unit)
-        lowered = [c.lower() for c in self.columns]
-        if len(set(lowered)) != len(lowered):
-            # SQL (and DuckDB) identifiers are case-insensitive: these would name one column.
-            clash = sorted(c for c in self.columns if lowered.count(c.lower()) > 1)
-            raise CatalogError(f"table {self.name!r}: column names differ only in case: {clash}")
-        known = [c for c in self.columns.values() if not c.is_open]  # a key column joins once released
-        self.domain = Domain(tuple(c.name for c in known), tuple(c.size for c in known))
-
-    def column(self, name: str) -> Column:
-        found = self.columns.get(name) or next(
-            (c for c in self.columns.values() if c.name.lower() == name.lower()), None
-        )
-        if found is None:
-            raise CatalogError(
-                f"column {name!r} is not declared for protected table {self.name!r}; "
-                f"declared columns: {', '.join(self.columns)}"
-            )
-        return found
-
-    def _check_model(self) -> None:
-        if self.model == CENTRAL:
-            if self.protocol is not None or self.local_epsilon is not None or self.protocol_options or self.opt_in:
-                raise CatalogError(f"table {self.name!r}: protocol and epsilon declare a local table (model = \"local\")")
-            return
-        if self.model != LOCAL:
-            raise CatalogError(f"table {self.name!r}: model is \"central\" (default) or \"local\", not {self.model!r}")
-        if self.protocol not in LOCAL_PROTOCOLS:
-            raise CatalogError(f"table {self.name!r}: a local table needs protocol, one of {', '.join(LOCAL_PROTOCOLS)}")
-        epsilon = self.local_epsilon
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < 100:
-            raise CatalogError(f"table {self.name!r}: a local table needs epsilon, the ε of its reports (0 to 100)")
-        if self.unit_column or self.unit_link or self.time_column or any(c.kind == KEY for c in self.columns.values()):
-            raise CatalogError(f"table {self.name!r}: a local table has one report per user: no privacy unit, time "
-                               "or key columns")
-        if self.opt_in is not None and (not isinstance(self.opt_in, str) or not self.opt_in):
-            raise CatalogError(f"table {self.name!r}: opt_in names the central table of the users who opted in")
-        try:
-            self._client = client_protocol(self.protocol, float(epsilon), Domain(
-                tuple(self.columns), tuple(c.size for c in self.columns.values())), self.protocol_options)
-        except (ValueError, TypeError) as e:
-            raise CatalogError(f"table {self.name!r}: {e}") from None
-
-    @property
-    def client(self) -> Protocol:
-        """A local table's client protocol (the randomizer its reports were made with)."""
-        return self._client
-
-    @property
-    def is_local(self) -> bool:
-        """Whether the rows are local-DP reports (answered by the protocol's estimator, nothing charged)."""
-        return self.model == LOCAL
-
-    def with_keys(self, released: dict[str, tuple[str, ...]]) -> "Table":
-        """This table with the released key sets ({column: keys}) as its key columns' domains."""
-        if not released:
-            return self
-        columns = {n: c.with_keys(released[n]) if n in released else c for n, c in self.columns.items()}
-        table = replace(self, columns=columns)
-        table._unit = self._unit
-        return table
-
-    def key_counts(self) -> tuple[tuple[str, int], ...]:
-        """(column, keys released) of each key column: the key domain this table's measurements are over."""
-        return tuple((n, len(c.values) if c.released else 0) for n, c in self.columns.items() if c.kind == KEY)
-
-    def stand_in_columns(self) -> list[tuple[str, str, bool]]:
-        """(name, SQL type, nullable) of the columns clients are shown: the declared ones (an edge
-        table: its endpoints, which no query may read)."""
-        if self.role == EDGES:
-            return [(self.graph.source, "VARCHAR", False), (self.graph.target, "VARCHAR", False)]
-        return [(c.name, c.sql_type, c.nullable) for c in self.columns.values()]
-
-    def fits_sql(self, stored: Mapping[str, StoredType] | None = None) -> str:
-        """WHERE condition selecting the rows of the protected table; with the engine's `stored` column
-        types, only what they do not guarantee (`Column.fits_sql`)."""
-        stored = stored or {}
-        parts = [c.fits_sql(stored.get(name)) for name, c in self.columns.items()]
-        return " AND ".join(p for p in parts if p) or "TRUE"
-
-    @property
-    def unit(self) -> PrivacyUnit | None:
-        """The privacy unit (None: one row is the unit)."""
-        if self.unit_link is not None and self._unit is None:
-            raise CatalogError(f"table {self.name!r}: its foreign key to a privacy unit was not resolved by a catalog")
-        return self._unit
-
-    @property
-    def contribution(self) -> int:
-        """The most rows one privacy unit contributes: every sensitivity is multiplied by it."""
-        if self.units_of is not None:  # one pair per cell of a unit, at most k cells kept
-            return min(self.units_of.contribution, math.prod(c.size for c in self.columns.values()))
-        if self.graph is not None:  # what one node changes in the projected graph's table
-            return self.graph.contribution(self.role)
-        return 1 if self.unit is None else self.unit.bound
-
-    def stream_contribution(self, horizon: int) -> int:
-        """The most one privacy unit changes a continual query's data (its windows' counts) over `horizon`
-        windows: k rows of a stream, or a graph's sequence sensitivity (`dpsql.tables.edge_tables`)."""
-        return self.contribution if self.graph is None else self.graph.stream_contribution(self.role, horizon)
-
-    def signature(self) -> str:
-        """Identifies the declaration: measurements are only reused under the same one."""
-        if self.units_of is not None:
-            return (f"{self.units_of.signature()}; distinct units by {list(self.columns)} where {self.units_where}, "
-                    "at most k cells per unit")
-        columns = repr([(c.name, c.declaration()) for c in self.columns.values()])
-        if self.append_only:  # bounding keeps each unit's first rows by time
-            columns += f"; append-only by {self.time_column}"
-        if self.is_local:
-            options = "".join(f" {k}={v}" for k, v in sorted(self.protocol_options.items()))
-            columns += f"; local reports, {self.protocol}{options} at ε={self.local_epsilon:g}"
-            columns += f"; opt-in users in {self.opt_in}" if self.opt_in else ""
-        if self.graph is not None:
-            columns += f"; {self.role} of {self.graph.describe()}"
-        return columns if self.unit is None else f"{columns}; {self.unit.describe()}"
-
-    def distinct_units(self, group: tuple[str, ...], where_sql: str) -> "Table":
-        """The table of distinct (privacy unit, cell of `group`) pairs among the rows meeting `where_sql`
-        (SQL over this table's columns): COUNT(*) over it by `group` is COUNT(DISTINCT unit).
-
-        Its counts are linear (its marginals are counts of pairs). A unit counts once per cell whatever
-        its rows, so its rows are not bounded; it keeps at most k of its cells (`backends.base.unit_pairs_source`),
-        so it adds at most min(k, cells) pairs: its `contribution`. Without a GROUP BY that is 1, and the
-        count is every unit with a row meeting the condition."""
-        if self.unit is None or self.unit.path:
-            raise CatalogError(f"table {self.name!r} has no privacy unit column of its own to count")
-        digest = hashlib.sha256(f"{group}|{where_sql}".encode()).hexdigest()[:8]
-        return Table(f"{self.name}:distinct {self.unit.column}:{digest}", {g: self.columns[g] for g in group}, units_of=self,
-                     units_where=where_sql)
+def join_key(tables: list[str]) -> frozenset:
+    """Which tables a join reads, and how often each (a self-join reads one twice)."""
+    names = [t.lower() for t in tables]
+    return frozenset((n, names.count(n)) for n in names)
 
 
 class Catalog:
@@ -351,6 +121,7 @@ class Catalog:
     def __init__(self, tables: Iterable[Table] = ()):
         self.tables: dict[str, Table] = {}
         self.path: Path | None = None  # the file it was loaded from, if any
+        self.join_bounds: dict[frozenset, int] = {}  # tables joined (`join_key`) -> the most joined rows per unit
         for t in tables:
             self.tables[t.name.lower()] = t
         self._resolve_units()
@@ -361,7 +132,7 @@ class Catalog:
         tables = spec.get("tables", {})
         if not isinstance(tables, dict):
             raise CatalogError("the catalog needs a [tables] section")
-        unknown = set(spec) - {"tables", "graphs"}
+        unknown = set(spec) - {"tables", "graphs", "joins"}
         if unknown:
             raise CatalogError(f"unknown top-level catalog keys: {sorted(unknown)}")
         graphs = spec.get("graphs", {})
@@ -371,19 +142,22 @@ class Catalog:
         for name, table in tables.items():
             if name.lower() in out.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
-            if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit", "rows",
-                                                           "time", "append_only", *LOCAL_KEYS}:
+            if not isinstance(table, dict) or set(table) - {"columns", *SETTINGS}:
                 raise CatalogError(
-                    f"table {name!r}: only a [tables.{name}.columns] section, privacy_unit, "
-                    f"max_rows_per_unit, rows, time, append_only, model, protocol, epsilon, branching, oracle, order "
-                    "and opt_in are supported"
+                    f"table {name!r}: only a [tables.{name}.columns] section, {', '.join(SETTINGS[:-1])} "
+                    f"and {SETTINGS[-1]} are supported"
                 )
-            out._declare(name, table.get("columns", {}), table.get("privacy_unit"), table.get("max_rows_per_unit"),
-                         table.get("rows"), table.get("time"), table.get("append_only", False),
-                         {k: table[k] for k in LOCAL_KEYS if k in table})
+            out._declare(name, table.get("columns", {}), {k: v for k, v in table.items() if k != "columns"})
         for name, graph in graphs.items():
             out._declare_graph(parse_graph(name, graph))
         out._resolve_units()
+        joins = spec.get("joins", [])
+        if not isinstance(joins, list) or not all(isinstance(j, dict) for j in joins):
+            raise CatalogError("joins are declared as [[joins]] sections: tables = [...], max_rows_per_unit = K")
+        for join in joins:
+            if set(join) != {"tables", "max_rows_per_unit"}:
+                raise CatalogError("a [[joins]] section declares tables = [\"<table>\", ...] and max_rows_per_unit")
+            out.add_join_bound(join["tables"], join["max_rows_per_unit"])
         return out
 
     @classmethod
@@ -434,9 +208,10 @@ class Catalog:
         `model="local"` with `protocol`, `epsilon` and the protocol's `options` a table of local-DP reports
         (`opt_in`: the central table of the users who opted in, the hybrid model)."""
         previous = self.tables.get(name.lower())
-        local = {"model": model, "protocol": protocol, "epsilon": epsilon, **(options or {}),
-                 **({"opt_in": opt_in} if opt_in else {})} if model != CENTRAL else {}
-        table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows, time, append_only, local)
+        settings = {"privacy_unit": privacy_unit, "max_rows_per_unit": max_rows_per_unit, "rows": rows, "time": time,
+                    "append_only": append_only, **({"model": model, "protocol": protocol, "epsilon": epsilon,
+                                                    **(options or {}), "opt_in": opt_in} if model != CENTRAL else {})}
+        table = self._declare(name, columns, {k: v for k, v in settings.items() if v is not None})
         try:
             self._resolve_units()
         except CatalogError:
@@ -460,34 +235,45 @@ class Catalog:
         self._declare_graph(graph)
         return graph
 
+    def add_join_bound(self, tables: list[str], max_rows_per_unit: int) -> None:
+        """Declare the most rows one privacy unit may have in a join of `tables` (protected tables with a
+        privacy unit; the same table twice for a self-join): joined rows beyond it are left out, and every
+        sensitivity of the join is this bound (`dpsql.tables.joined`)."""
+        if not isinstance(tables, list) or len(tables) < 2 or not all(isinstance(t, str) for t in tables):
+            raise CatalogError("a join bound names two or more protected tables: tables = [\"a\", \"b\"]")
+        for name in tables:
+            table = self.get(name)
+            if table is None or table.unit is None:
+                raise CatalogError(f"join bound: {name!r} is not a protected table with a privacy unit")
+        bound = max_rows_per_unit
+        if isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= MAX_ROWS_PER_UNIT:
+            raise CatalogError(f"join bound: max_rows_per_unit is an integer from 1 to {MAX_ROWS_PER_UNIT}")
+        self.join_bounds[join_key(tables)] = bound
+
+    def join_bound(self, tables: list[str]) -> int | None:
+        """The bound the owner declared for a join of `tables` (None: none declared)."""
+        return self.join_bounds.get(join_key(tables))
+
     def _declare_graph(self, graph: Graph) -> None:
         """The graph's edge table and node table, under names no other table has."""
         for name in (graph.edges, graph.nodes):
             if name.lower() in self.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
-        stream = {"time_column": graph.time, "append_only": graph.time is not None}  # continual queries
-        self.tables[graph.edges.lower()] = Table(graph.edges, {}, graph=graph, role=EDGES, **stream)
         columns = {c: parse_column(c, d) for c, d in graph.degree_columns().items()}
-        self.tables[graph.nodes.lower()] = Table(graph.nodes, columns, graph=graph, role=NODES, **stream)
+        for table in graph_tables(graph, columns):
+            self.tables[table.name.lower()] = table
 
-    def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any, rows: Any = None,
-                 time: Any = None, append_only: Any = False, local: dict | None = None) -> Table:
+    def _declare(self, name: str, columns: Any, settings: dict) -> Table:
         if not isinstance(columns, dict):
             raise CatalogError(f"table {name!r}: columns must be a table of declarations")
-        unit_column, unit_link = parse_unit(name, privacy_unit)
-        local = local or {}
-        table = Table(name, {c: parse_column(c, d) for c, d in columns.items()}, unit_column, unit_link,
-                      max_rows_per_unit, rows, time_column=time, append_only=append_only,
-                      model=local.get("model", CENTRAL), protocol=local.get("protocol"),
-                      local_epsilon=local.get("epsilon"), opt_in=local.get("opt_in"),
-                      protocol_options={k: local[k] for k in ("branching", "oracle", "order") if k in local})
+        table = declared_table(name, {c: parse_column(c, d) for c, d in columns.items()}, settings)
         self.tables[name.lower()] = table
         return table
 
     def _resolve_units(self) -> None:
         """Follow every foreign key to a table with a privacy-unit column (no cycles)."""
         for table in self.tables.values():
-            if table.unit_link is None:
+            if not isinstance(table, UnitBoundedTable) or table.unit_link is None:
                 continue
             path, current, seen = [], table, {table.name.lower()}
             while current.unit_link is not None:
@@ -500,36 +286,21 @@ class Catalog:
                     )
                 if target.name.lower() in seen:
                     raise CatalogError(f"table {table.name!r}: the foreign keys to its privacy unit form a cycle")
-                if target.unit_column is None and target.unit_link is None:
+                if not isinstance(target, UnitBoundedTable) or (target.unit_column is None and target.unit_link is None):
                     raise CatalogError(
                         f"table {current.name!r}: privacy_unit references {target.name!r}, which declares no privacy unit"
                     )
                 seen.add(target.name.lower())
                 path.append(Hop(hop.column, target.name, hop.key))
                 current = target
-            table._unit = PrivacyUnit(current.unit_column, table.max_rows_per_unit, tuple(path))
-        self._check_opt_ins()
-
-    def _check_opt_ins(self) -> None:
-        """A hybrid table's opt-in companion: a central table of the same columns, of public size (`rows`)."""
+            table.resolve(PrivacyUnit(current.unit_column, table.max_rows_per_unit, tuple(path)))
         for table in self.tables.values():
-            if not table.is_local or table.opt_in is None:
-                continue
-            companion = self.get(table.opt_in)
-            if companion is None or companion.is_local:
-                raise CatalogError(f"table {table.name!r}: opt_in names {table.opt_in!r}, which must be a central "
-                                   "protected table of the catalog (the opted-in users' own rows)")
-            ours = [(c.name, c.declaration()) for c in table.columns.values()]
-            if [(c.name, c.declaration()) for c in companion.columns.values()] != ours:
-                raise CatalogError(f"table {table.name!r}: its opt-in table {companion.name!r} must declare the same "
-                                   "columns, in the same order")
-            if companion.public_rows is None:
-                raise CatalogError(f"table {table.name!r}: its opt-in table {companion.name!r} must declare its size "
-                                   "public (rows = ...): the blend divides by the opt-in group's size, as BLENDER does")
+            if isinstance(table, HybridTable):
+                table.check_companion(self.get(table.opt_in))
 
-    def opt_in(self, table: Table) -> Table:
+    def opt_in(self, table: HybridTable) -> Table:
         """The central table of a hybrid table's opted-in users."""
-        return self.tables[table.opt_in.lower()]
+        return table.measured_as(self.get)
 
     def with_keys(self, released: dict[tuple[str, str], tuple[str, ...]]) -> "Catalog":
         """This catalog with the key sets released so far ({(table, column): keys}, names as declared)
@@ -537,7 +308,7 @@ class Catalog:
         if not released:
             return self
         out = Catalog()
-        out.path = self.path
+        out.path, out.join_bounds = self.path, self.join_bounds
         for name, table in self.tables.items():
             mine = {c: keys for (t, c), keys in released.items() if t.lower() == name and c in table.columns}
             out.tables[name] = table.with_keys(mine)

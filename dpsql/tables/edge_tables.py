@@ -193,7 +193,7 @@ def projected_degrees(graph: Graph, src: np.ndarray, dst: np.ndarray, nodes: int
 def graph_marginals(graph: Graph, role: str, domain: Domain, cliques: list[tuple[str, ...]], src: np.ndarray,
                     dst: np.ndarray) -> dict[tuple[str, ...], np.ndarray]:
     """The marginals of a graph's edge table (its count) or node table (its degree histogram, over `domain`)
-    after the projection, from the cleaned edges (`dpsql.backends.base.graph_edges_sql`)."""
+    after the projection, from the cleaned edges (`dpsql.tables.graph_tables.edges_sql`)."""
     nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
     degrees = projected_degrees(graph, src, dst, nodes)
     if role == EDGES:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import KEY
 from dpsql.budget.ledger_entries import released_keys
 from dpsql.sql.compiler import KeySelection

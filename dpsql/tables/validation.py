@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import CATEGORICAL, StoredType
 from dpsql.errors import OperationalError
 

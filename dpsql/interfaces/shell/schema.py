@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import CATEGORICAL
 from dpsql.interfaces.dbapi import Connection
-from dpsql.tables.edge_tables import EDGES
 
 PROTECTED = "protected"
 PUBLIC_TABLE = "public table"
@@ -50,9 +49,8 @@ def describe_tables(conn: Connection) -> list[TableInfo]:
 
 def _protected_columns(table: Table) -> tuple[ColumnInfo, ...]:
     """A protected table's declared columns; a graph's edge table, its endpoints (which no query reads)."""
-    if table.role == EDGES:
-        return tuple(ColumnInfo(name, "node id (an edge's end): COUNT(*) counts the edges; query the degrees in "
-                                f"{table.graph.nodes}") for name, _, _ in table.stand_in_columns())
+    if (note := table.stand_in_note()) is not None:
+        return tuple(ColumnInfo(name, note) for name, _, _ in table.stand_in_columns())
     return tuple(ColumnInfo(c.name, c.describe(), c.values if c.kind == CATEGORICAL else ())
                  for c in table.columns.values())
 
