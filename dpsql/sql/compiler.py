@@ -30,7 +30,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dpsql.tables.catalog import Catalog, Table
+from dpsql.tables.catalog import Catalog
+from dpsql.tables.table import Table
 from dpsql.tables.columns import KEY
 from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.sql.aggregates import (ANONYMOUS_AGGREGATES, MOMENT_NODES, QUANTILE_NODES, REFUSED_AGGREGATES,
@@ -39,6 +40,7 @@ from dpsql.sql.expressions import ALWAYS, Condition, ExpressionCompiler, conditi
 from dpsql.sql.grouping import expression_key, group_label
 from dpsql.sql.grouping_sets import GROUPING_NODES, flatten, grouping_value, is_grouping
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
+from dpsql.sql.protected_joins import protected_join
 from mechanisms.workload import Block
 
 RESULT_RELATION = "dp_result"
@@ -162,7 +164,10 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         raise NotSupportedError("WITH (common table expressions) over a protected table is not supported")
     table, alias = _single_table(tree, catalog)
     _refuse_constructs(tree)
-    lookups = parse_lookups(tree, table, alias, tables)
+    joined = protected_join(tree, catalog, table, alias)
+    if joined is not None:
+        table, alias = joined, None
+    lookups = [] if joined is not None else parse_lookups(tree, table, alias, tables)
     compiler = ExpressionCompiler(table, alias, lookups)
     where = compiler.condition(tree.args["where"].this) if tree.args.get("where") else ALWAYS
     for lookup in lookups:

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 from sqlglot import exp
 
-from dpsql.tables.catalog import Table
+from dpsql.tables.table import Table
 from dpsql.tables.columns import BOOLEAN, KEY, NUMERIC
 from dpsql.errors import CatalogError, NotSupportedError, ProgrammingError
 from dpsql.sql.evaluation import Evaluated, Resolved, evaluate, to_predicate
@@ -134,8 +134,8 @@ class ExpressionCompiler:
         """The declared `Column`, or the looked-up attribute (`LookupColumn`), that `node` names."""
         qualifier = node.table.lower()
         if qualifier:
-            if qualifier in {self.table.name.lower(), (self.alias or "").lower()}:
-                return self.table.column(node.name)
+            if (declared := self.table.qualified(qualifier, node.name, self.alias)) is not None:
+                return declared
             for lookup in self.lookups:
                 if qualifier == lookup.alias.lower():
                     return lookup.attribute(node.name)

@@ -17,7 +17,8 @@ backend (`count_marginals`, `count_windows`), how much one privacy unit changes 
 - `graph_tables.GraphEdgeTable`, `graph_tables.GraphNodeTable`: a graph's edges and degrees (node DP);
 - `local_reports.LocalReportTable`: local-DP reports, answered by the protocol's estimate;
 - `hybrid.HybridTable`: local reports blended with the opt-in users' central table;
-- `distinct_units.DistinctUnitsTable`: the (unit, cell) pairs COUNT(DISTINCT unit) counts (derived).
+- `distinct_units.DistinctUnitsTable`: the (unit, cell) pairs COUNT(DISTINCT unit) counts (derived);
+- `joined.JoinedTable`: protected tables of one unit joined along declared keys (derived from a query).
 
 **To add a kind**: write a module here with a `Table` subclass that overrides what differs (its
 fields come after the base's and have defaults), with the classmethods ``declares(settings)`` and

@@ -42,7 +42,9 @@ reach the unit of another protected table through a foreign key
 (``privacy_unit = { foreign_key = "order_id", references = "orders.id" }``),
 with ``max_rows_per_unit = k``: neighbouring databases then differ by all rows
 of one unit, each unit keeps at most k rows (chosen in SQL by a keyed hash),
-rows without a unit are dropped, and sensitivities are multiplied by k.
+rows without a unit are dropped, and sensitivities are multiplied by k. Tables of
+one unit join along those keys (`dpsql.tables.joined`); ``[[joins]] tables = [...],
+max_rows_per_unit = K`` declares how many joined rows one unit keeps in a join.
 
 A table of *local-DP reports* (``model = "local"``, ``protocol = "oue"``, ``epsilon = 1``)
 holds one report per user, randomized on the user's device about the user's cell of the
