@@ -294,7 +294,10 @@ def _owner(spec: dict, analysts: dict[str, Analyst]) -> Analyst | None:
         raise ProfileError(f"[owner] name {name!r} is an analyst's too: give the owner a name of their own")
     if not isinstance(password, str) or not password:
         raise ProfileError(f"[owner] needs password = \"...\": a verifier made by `dpsql passwd {name}`")
-    Verifier.parse(password, name)
+    try:
+        Verifier.parse(password, name)
+    except ProfileError as e:
+        raise ProfileError(str(e).replace(f"[analysts.{name}]", "[owner]")) from None
     return Analyst(name, password=password)
 
 

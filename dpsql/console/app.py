@@ -28,7 +28,7 @@ from dpsql.console.owner_view import owner_view
 log = logging.getLogger("dpsql.console")
 
 SESSION_COOKIE = "dpsql_console"
-LOGIN_COOKIE = "dpsql_console_login"  # the login form's CSRF token
+LOGIN_COOKIE = "dpsql_login"  # the login form's CSRF token
 MAX_REQUEST_BYTES = 1 << 20
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "

@@ -43,10 +43,10 @@ class Scale:
             low, high = 10 ** math.floor(math.log10(low)), 10 ** math.ceil(math.log10(high))
             if low == high:
                 low, high = low / 10, high * 10
-        elif low == high:
-            pad = abs(low) * 0.1 or 1.0
-            low, high = low - pad, high + pad
-        elif kind == "linear":
+        else:
+            if low == high:
+                pad = 60.0 if kind == "time" else abs(low) * 0.1 or 1.0
+                low, high = low - pad, high + pad
             step = _nice_step((high - low) / 5)
             low, high = math.floor(low / step) * step, math.ceil(high / step) * step
         return cls(low, high, start, end, kind)
@@ -65,7 +65,7 @@ class Scale:
             every = max(1, (last - first) // 6)
             return [(10.0 ** e, _number(10.0 ** e)) for e in range(first, last + 1, every)]
         step = _nice_step((self.high - self.low) / 5)
-        values = [self.low + i * step for i in range(int(round((self.high - self.low) / step)) + 1)]
+        values = [self.low + i * step for i in range(int((self.high - self.low) / step + 1e-9) + 1)]
         if self.kind == "time":
             span = self.high - self.low
             form = "%H:%M:%S" if span < 600 else "%m-%d %H:%M" if span < 5 * 86400 else "%Y-%m-%d"
@@ -193,6 +193,8 @@ def _nice_step(raw: float) -> float:
 
 
 def _number(value: float) -> str:
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e9:
+        return f"{value:,.0f}"
     return f"{value:.4g}"
 
 

@@ -1,0 +1,236 @@
+"""The web console (`dpsql.console`): the same privacy rules as the PostgreSQL endpoint, over HTTP.
+
+Most tests drive the console's WSGI application in this process (Werkzeug's test client) on a
+`Server` of a real profile, so each request goes through the same login checks, sessions and
+analyst sessions as in `dpsql serve`; the last ones start a real `dpsql serve` with a console.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from served import census
+
+pytest.importorskip("werkzeug")
+pytest.importorskip("jinja2")
+
+from werkzeug.test import Client  # noqa: E402
+
+from dpsql.console.app import LOGIN_COOKIE, SESSION_COOKIE, ConsoleApp  # noqa: E402
+from dpsql.errors import ProfileError  # noqa: E402
+from dpsql.ledger import Ledger  # noqa: E402
+from dpsql.profile import Profile  # noqa: E402
+from dpsql.server.auth import scram_verifier  # noqa: E402
+from dpsql.server.server import Server  # noqa: E402
+
+COUNT_BY_SEX = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex"
+
+
+def with_console(root: Path, extra: str = "") -> Path:
+    """The census deployment's profile with a console on any free port and an owner login."""
+    census(root)
+    profile = root / "profile.toml"
+    profile.write_text(profile.read_text().replace('listen = "127.0.0.1:0"', f'listen = "127.0.0.1:0"\n'
+                                                   f'console = "127.0.0.1:0"{extra}')
+                       + f'\n[owner]\nname = "olga"\npassword = "{scram_verifier("owner-pw")}"\n')
+    return profile
+
+
+@pytest.fixture()
+def console(tmp_path):
+    app = ConsoleApp(Server(Profile.load(with_console(tmp_path))))
+    app.root = tmp_path
+    yield app
+    app.close()
+
+
+def charges(root: Path) -> list:
+    path = root / "census.duckdb.dpsql-state"
+    return Ledger.existing(str(path)).charges() if path.exists() else []
+
+
+def csrf_of(page: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+
+
+def log_in(app, name: str, password: str) -> tuple[Client, object]:
+    client = Client(app)
+    form = client.get("/login")
+    response = client.post("/login", data={"name": name, "password": password, "csrf": csrf_of(form.text)})
+    return client, response
+
+
+def run_sql(client: Client, sql: str):
+    page = client.get("/analyst")
+    return client.post("/analyst", data={"sql": sql, "csrf": csrf_of(page.text)})
+
+
+def test_unauthenticated_requests_get_nothing(console):
+    client = Client(console)
+    for path in ("/", "/owner", "/analyst"):
+        response = client.get(path)
+        assert response.status_code == 303 and response.headers["Location"] == "/login"
+        assert "people" not in response.text and "ε" not in response.text
+    response = client.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": "x"})
+    assert response.status_code == 403 and "people" not in response.text
+    assert client.post("/logout").status_code == 403
+    forged = Client(console)
+    forged.set_cookie(SESSION_COOKIE, "made-up-token")
+    assert forged.get("/owner").status_code == 303
+    assert charges(console.root) == []  # nothing ran, nothing was charged
+
+
+def test_passwords_are_checked_against_the_verifiers_and_failures_are_throttled(console):
+    for name, password in [("alice", "wrong"), ("nobody", "alice-pw"), ("olga", "alice-pw"), ("", "")]:
+        client, response = log_in(console, name, password)
+        assert response.status_code == 401 and "wrong name or password" in response.text
+        assert SESSION_COOKIE + "=" not in response.headers.get("Set-Cookie", "")
+    # the fourth failure for one (address, name) waits, as the PostgreSQL endpoint's logins do (shared counts)
+    for _ in range(3):
+        log_in(console, "bob", "wrong")
+    _, response = log_in(console, "bob", "bob-pw")
+    assert response.status_code == 401 and "too many failed logins" in response.text
+    # the login form's CSRF token must come back with the cookie that carried it
+    client = Client(console)
+    client.get("/login")
+    response = client.post("/login", data={"name": "alice", "password": "alice-pw", "csrf": "guessed"})
+    assert response.status_code == 403 and SESSION_COOKIE not in response.headers.get("Set-Cookie", "")
+
+
+def test_session_cookie_is_random_httponly_and_strict_and_ends_at_logout(console):
+    client, response = log_in(console, "alice", "alice-pw")
+    assert response.status_code == 303 and response.headers["Location"] == "/analyst"
+    cookie = next(c for c in response.headers.getlist("Set-Cookie") if c.startswith(SESSION_COOKIE + "="))
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert len(cookie.split(";")[0].split("=", 1)[1]) >= 40  # 256 random bits
+    _, again = log_in(console, "alice", "alice-pw")
+    assert again.headers["Set-Cookie"] != response.headers["Set-Cookie"]  # a new token per login
+    page = client.get("/analyst")
+    assert page.status_code == 200 and "no-store" in page.headers["Cache-Control"]
+    assert "script-src" not in page.headers["Content-Security-Policy"]  # default-src 'none': no script runs
+    assert client.post("/logout", data={"csrf": csrf_of(page.text)}).status_code == 303
+    assert client.get("/analyst").status_code == 303  # the token is no longer a session
+    assert LOGIN_COOKIE != SESSION_COOKIE
+
+
+def test_an_analyst_sees_their_answers_charged_first_and_only_their_own_charges(console):
+    bob, _ = log_in(console, "bob", "bob-pw")
+    response = run_sql(bob, "SELECT COUNT(*) AS bobs_secret_question FROM people WHERE age < 30")
+    assert response.status_code == 200 and "charged ε=0.1" in response.text
+    alice, _ = log_in(console, "alice", "alice-pw")
+    response = run_sql(alice, COUNT_BY_SEX)
+    assert response.status_code == 200
+    assert [(c.who, c.statement) for c in charges(console.root)] == [
+        ("bob", "SELECT COUNT(*) AS bobs_secret_question FROM people WHERE age < 30"), ("alice", COUNT_BY_SEX)]
+    page = response.text
+    assert "charged ε=0.1" in page and "±" in page
+    assert page.count('class="bar"') == 2 and page.count('class="interval"') == 2  # F and M with their intervals
+    assert "bobs_secret_question" not in page and "bob" not in page.replace("bobs", "")
+    owner_page = alice.get("/owner")
+    assert owner_page.status_code == 403 and "bobs_secret_question" not in owner_page.text
+
+
+def test_refused_statements_spend_nothing(console):
+    bob, _ = log_in(console, "bob", "bob-pw")
+    refused = [
+        "SET dpsql.query_epsilon = 0.3; SELECT COUNT(*) FROM people",  # over bob's own ε = 0.25
+        "SELECT COUNT(*) FROM people WHERE sex = 'X'",  # not a declared value
+        "SELECT ssn FROM people",  # rows of a protected table
+        f"ATTACH '{console.root / 'census.duckdb.dpsql-state'}' AS ledger",  # the owner's files
+        "SELECT * FROM read_csv('/etc/passwd')",
+    ]
+    for sql in refused:
+        response = run_sql(bob, sql)
+        assert response.status_code == 400 and 'id="error"' in response.text, sql
+        assert "ssn-" not in response.text and "root:" not in response.text
+    assert charges(console.root) == []
+    page = run_sql(bob, "SET dpsql.query_epsilon = 0.1").text
+    assert '<td id="spent">ε=0</td>' in page  # spent: nothing
+
+
+def test_posts_need_the_sessions_csrf_token_and_its_origin(console):
+    alice, _ = log_in(console, "alice", "alice-pw")
+    token = csrf_of(alice.get("/analyst").text)
+    assert alice.post("/analyst", data={"sql": COUNT_BY_SEX}).status_code == 403
+    assert alice.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token + "x"}).status_code == 403
+    assert alice.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token},
+                      headers={"Origin": "https://evil.example"}).status_code == 403
+    bob, _ = log_in(console, "bob", "bob-pw")
+    assert bob.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token}).status_code == 403  # alice's token
+    assert charges(console.root) == []
+    assert alice.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token},
+                      headers={"Origin": "http://localhost"}).status_code == 200
+
+
+def test_explain_and_pareto_are_charts_and_spend_nothing(console):
+    alice, _ = log_in(console, "alice", "alice-pw")
+    page = run_sql(alice, "EXPLAIN SELECT age, COUNT(*) FROM people GROUP BY age").text
+    assert "Total cost" in page and "expected error against the budget" in page and 'class="series"' in page
+    page = run_sql(alice, "EXPLAIN PARETO SELECT age, COUNT(*) FROM people GROUP BY age").text
+    assert "ε–error front of people" in page and 'class="series"' in page
+    assert charges(console.root) == []
+
+
+def test_the_owner_page_shows_budgets_charges_and_the_chain(console):
+    alice, _ = log_in(console, "alice", "alice-pw")
+    run_sql(alice, COUNT_BY_SEX)
+    owner, response = log_in(console, "olga", "owner-pw")
+    assert response.headers["Location"] == "/owner"
+    page = owner.get("/owner").text
+    assert "intact: hash chain and budget verified (1 charge" in page
+    assert Ledger.existing(str(console.root / "census.duckdb.dpsql-state")).head() in page
+    assert COUNT_BY_SEX in page and "ε spent over time" in page
+    for name, allowance in (("alice", "ε=2,"), ("bob", "ε=0.25,"), ("carol", "ε=1,")):
+        assert re.search(rf"<td>{name}</td><td>{re.escape(allowance)}", page)
+    token = csrf_of(page)  # the owner's own session token: still, the owner runs no SQL here
+    assert owner.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token}).status_code == 403
+    assert owner.get("/analyst").status_code == 403 and len(charges(console.root)) == 1
+    # an altered ledger: said so, and its charges are not listed
+    import duckdb
+
+    con = duckdb.connect(str(console.root / "census.duckdb.dpsql-state"))
+    con.execute("UPDATE dpsql_ledger SET statement = 'SELECT 1'")
+    con.close()
+    page = owner.get("/owner").text
+    assert "TAMPERED" in page and COUNT_BY_SEX not in page and "charge 1 or its measurements were altered" in page
+
+
+def test_the_profile_guards_the_console(tmp_path):
+    profile = with_console(tmp_path)
+    text = profile.read_text()
+    profile.write_text(text.replace('console = "127.0.0.1:0"', 'console = "0.0.0.0:8080"'))
+    with pytest.raises(ProfileError, match="not a loopback address"):
+        Profile.load(profile)
+    profile.write_text(text.replace('name = "olga"', 'name = "alice"'))
+    with pytest.raises(ProfileError, match="an analyst's too"):
+        Profile.load(profile)
+    profile.write_text(re.sub(r'(\[owner\]\nname = "olga"\n)password = "[^"]+"', r'\1password = "md5abc"', text))
+    with pytest.raises(ProfileError, match=r"\[owner\] password is an md5 verifier"):
+        Profile.load(profile)
+    profile.write_text(text.replace('console = "127.0.0.1:0"\n', ""))
+    assert Profile.load(profile).server.console is None and Profile.load(profile).owner.name == "olga"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dpsql_serve_serves_the_console_beside_postgresql(tmp_path, workers):
+    profile = with_console(tmp_path, f"\nworkers = {workers}")
+    process = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(profile)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening on" in process.stdout.readline()
+        line = process.stdout.readline()
+        url = re.search(r"console on (http://127\.0\.0\.1:\d+/)", line).group(1)
+        with urllib.request.urlopen(url + "login", timeout=10) as response:
+            assert response.status == 200 and "Log in" in response.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(url + "analyst", data=b"sql=SELECT+1"), timeout=10)
+        assert refused.value.code == 403
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
