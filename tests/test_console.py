@@ -8,14 +8,12 @@ analyst sessions as in `dpsql serve`; the last ones start a real `dpsql serve` w
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from served import census
+from console_deployment import OWNER, OWNER_PASSWORD, ServedConsole, with_console
 
 pytest.importorskip("werkzeug")
 pytest.importorskip("jinja2")
@@ -26,20 +24,9 @@ from dpsql.console.app import LOGIN_COOKIE, SESSION_COOKIE, ConsoleApp  # noqa: 
 from dpsql.errors import ProfileError  # noqa: E402
 from dpsql.ledger import Ledger  # noqa: E402
 from dpsql.profile import Profile  # noqa: E402
-from dpsql.server.auth import scram_verifier  # noqa: E402
 from dpsql.server.server import Server  # noqa: E402
 
 COUNT_BY_SEX = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex"
-
-
-def with_console(root: Path, extra: str = "") -> Path:
-    """The census deployment's profile with a console on any free port and an owner login."""
-    census(root)
-    profile = root / "profile.toml"
-    profile.write_text(profile.read_text().replace('listen = "127.0.0.1:0"', f'listen = "127.0.0.1:0"\n'
-                                                   f'console = "127.0.0.1:0"{extra}')
-                       + f'\n[owner]\nname = "olga"\npassword = "{scram_verifier("owner-pw")}"\n')
-    return profile
 
 
 @pytest.fixture()
@@ -161,6 +148,8 @@ def test_posts_need_the_sessions_csrf_token_and_its_origin(console):
     assert alice.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token + "x"}).status_code == 403
     assert alice.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token},
                       headers={"Origin": "https://evil.example"}).status_code == 403
+    assert alice.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token},
+                      headers={"Origin": "null"}).status_code == 403  # an opaque origin is another's
     bob, _ = log_in(console, "bob", "bob-pw")
     assert bob.post("/analyst", data={"sql": COUNT_BY_SEX, "csrf": token}).status_code == 403  # alice's token
     assert charges(console.root) == []
@@ -180,7 +169,7 @@ def test_explain_and_pareto_are_charts_and_spend_nothing(console):
 def test_the_owner_page_shows_budgets_charges_and_the_chain(console):
     alice, _ = log_in(console, "alice", "alice-pw")
     run_sql(alice, COUNT_BY_SEX)
-    owner, response = log_in(console, "olga", "owner-pw")
+    owner, response = log_in(console, OWNER, OWNER_PASSWORD)
     assert response.headers["Location"] == "/owner"
     page = owner.get("/owner").text
     assert "intact: hash chain and budget verified (1 charge" in page
@@ -219,18 +208,9 @@ def test_the_profile_guards_the_console(tmp_path):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_dpsql_serve_serves_the_console_beside_postgresql(tmp_path, workers):
-    profile = with_console(tmp_path, f"\nworkers = {workers}")
-    process = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(profile)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        assert "listening on" in process.stdout.readline()
-        line = process.stdout.readline()
-        url = re.search(r"console on (http://127\.0\.0\.1:\d+/)", line).group(1)
-        with urllib.request.urlopen(url + "login", timeout=10) as response:
+    with ServedConsole(with_console(tmp_path, f"\nworkers = {workers}")) as served:
+        with urllib.request.urlopen(served.url + "login", timeout=10) as response:
             assert response.status == 200 and "Log in" in response.read().decode()
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(urllib.request.Request(url + "analyst", data=b"sql=SELECT+1"), timeout=10)
+            urllib.request.urlopen(urllib.request.Request(served.url + "analyst", data=b"sql=SELECT+1"), timeout=10)
         assert refused.value.code == 403
-    finally:
-        process.terminate()
-        process.wait(timeout=20)

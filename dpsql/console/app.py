@@ -35,7 +35,7 @@ HEADERS = {
                                "frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # (with no-referrer, browsers send the pages' own POSTs as Origin: null)
     "Cache-Control": "no-store",
 }
 
