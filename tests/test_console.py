@@ -8,6 +8,10 @@ analyst sessions as in `dpsql serve`; the last ones start a real `dpsql serve` w
 from __future__ import annotations
 
 import re
+import shutil
+import socket
+import ssl
+import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,6 +24,7 @@ pytest.importorskip("jinja2")
 
 from werkzeug.test import Client  # noqa: E402
 
+from dpsql.console import Console  # noqa: E402
 from dpsql.console.app import LOGIN_COOKIE, SESSION_COOKIE, ConsoleApp  # noqa: E402
 from dpsql.errors import ProfileError  # noqa: E402
 from dpsql.ledger import Ledger  # noqa: E402
@@ -123,6 +128,14 @@ def test_an_analyst_sees_their_answers_charged_first_and_only_their_own_charges(
     assert owner_page.status_code == 403 and "bobs_secret_question" not in owner_page.text
 
 
+def test_with_stderr_columns_the_bars_are_labelled_by_the_groups_only(console):
+    alice, _ = log_in(console, "alice", "alice-pw")
+    page = run_sql(alice, "SET dpsql.stderr = on; " + COUNT_BY_SEX).text
+    assert "<th>n_stderr</th>" in page and page.count('class="bar"') == 2
+    labels = re.findall(r'<rect class="bar"[^>]*><title>([^<]*)</title>', page)
+    assert [label.split(":")[0] for label in labels] == ["F", "M"]
+
+
 def test_refused_statements_spend_nothing(console):
     bob, _ = log_in(console, "bob", "bob-pw")
     refused = [
@@ -214,3 +227,30 @@ def test_dpsql_serve_serves_the_console_beside_postgresql(tmp_path, workers):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(urllib.request.Request(served.url + "analyst", data=b"sql=SELECT+1"), timeout=10)
         assert refused.value.code == 403
+
+
+def test_with_a_certificate_the_console_is_https_and_its_cookies_secure(tmp_path):
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    profile = with_console(tmp_path, f'\ntls_cert = "{cert}"\ntls_key = "{key}"')
+    profile.write_text(profile.read_text().replace('console = "127.0.0.1:0"', 'console = "0.0.0.0:0"'))
+    console = Console(Server(Profile.load(profile)))  # anywhere, now that passwords travel encrypted
+    console.start()
+    try:
+        assert console.url.startswith("https://")
+        port = console.url.rsplit(":", 1)[1].rstrip("/")
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/login", context=context, timeout=10) as response:
+            assert response.status == 200 and "Secure" in response.headers["Set-Cookie"]
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=10)  # no plain HTTP beside it
+        silent = socket.create_connection(("127.0.0.1", int(port)))  # connects, never starts its handshake
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/login", context=context, timeout=10) as response:
+            assert response.status == 200  # neither the failed handshake nor the silent client hold it up
+        silent.close()
+    finally:
+        console.stop()

@@ -31,9 +31,33 @@ REQUEST_TIMEOUT_SECONDS = 60  # a connection that sends nothing for this long is
 
 
 class _Handler(WSGIRequestHandler):
-    """Werkzeug's handler, logging requests at DEBUG on `dpsql.console` (not to the terminal)."""
+    """Werkzeug's handler, logging requests at DEBUG on `dpsql.console` (not to the terminal), and with a
+    certificate, making each connection's TLS handshake in its own thread (under the timeout): a client
+    that connects and says nothing must not hold up the others' connections, as a handshake on the
+    listening socket would."""
 
     timeout = REQUEST_TIMEOUT_SECONDS
+    _refused = False
+
+    def setup(self) -> None:
+        tls = self.server.ssl_context
+        if tls is not None:
+            self.request.settimeout(self.timeout)
+            try:
+                self.request = tls.wrap_socket(self.request, server_side=True)
+            except OSError:  # not TLS, or too slow: nothing to answer
+                self._refused = True
+        super().setup()
+
+    def handle(self) -> None:
+        if not self._refused:
+            super().handle()
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.connection.close()  # (the server closes the socket it accepted, which the TLS one replaced)
 
     def log_request(self, code="-", size="-") -> None:
         log.debug("%s %s %s", self.address_string(), self.requestline, code)
@@ -60,8 +84,8 @@ class Console:
         listener.listen(64)
         self.app = ConsoleApp(server)
         self._listener = listener
-        self.httpd = make_server(host, port, self.app, threaded=True, request_handler=_Handler,
-                                 ssl_context=server.tls, fd=listener.fileno())
+        self.httpd = make_server(host, port, self.app, threaded=True, request_handler=_Handler, fd=listener.fileno())
+        self.httpd.ssl_context = server.tls  # each connection is wrapped by its handler (`_Handler.setup`)
         self.httpd.daemon_threads = True
         self.url = f"{'https' if server.tls is not None else 'http'}://{_url_host(host)}:{listener.getsockname()[1]}/"
         self._thread: threading.Thread | None = None

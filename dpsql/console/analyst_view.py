@@ -19,7 +19,7 @@ from markupsafe import Markup
 from dpsql import errors
 from dpsql.console import charts
 from dpsql.dbapi import Connection
-from dpsql.formatting import LEVEL, cell_texts, dp_columns
+from dpsql.formatting import LEVEL, cell_texts, dp_columns, stderr_name
 from dpsql.handlers import explain
 from dpsql.result import Result
 from dpsql.sql.statements import Explain, classify, split_statements
@@ -110,7 +110,9 @@ def _answer(result: Result) -> Answer:
 def _answer_charts(result: Result) -> list[Markup]:
     """Per DP column (the first few), a bar per row with its 95% interval, labelled by the row's other values."""
     flags = dp_columns(result)
-    labels_from = [j for j, dp in enumerate(flags) if not dp]
+    names = result.columns
+    errors_of = {j for j in range(1, len(names)) if flags[j - 1] and names[j] == stderr_name(names[j - 1])}
+    labels_from = [j for j, dp in enumerate(flags) if not dp and j not in errors_of]  # (SET dpsql.stderr = on)
     intervals = result.ci(LEVEL)
     labels = [" · ".join("NULL" if row[j] is None else str(row[j]) for j in labels_from) or f"row {i + 1}"
               for i, row in enumerate(result.rows)]
