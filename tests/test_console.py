@@ -29,6 +29,7 @@ from dpsql.console.app import LOGIN_COOKIE, SESSION_COOKIE, ConsoleApp  # noqa: 
 from dpsql.errors import ProfileError  # noqa: E402
 from dpsql.ledger import Ledger  # noqa: E402
 from dpsql.profile import Profile  # noqa: E402
+from dpsql.server.auth import scram_verifier  # noqa: E402
 from dpsql.server.server import Server  # noqa: E402
 
 COUNT_BY_SEX = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex"
@@ -254,3 +255,76 @@ def test_with_a_certificate_the_console_is_https_and_its_cookies_secure(tmp_path
         silent.close()
     finally:
         console.stop()
+
+
+KEYS_AND_STREAM = """
+[tables.visits]
+privacy_unit = "user_id"
+max_rows_per_unit = 2
+[tables.visits.columns]
+url = { type = "key" }
+
+[tables.signups]
+privacy_unit = "user_id"
+max_rows_per_unit = 3
+time = "signup_time"
+append_only = true
+[tables.signups.columns]
+region = { type = "categorical", values = ["N", "S"] }
+"""
+
+
+def test_the_owner_page_lists_key_releases_and_continual_queries(tmp_path):
+    import duckdb
+
+    import dpsql
+
+    con = duckdb.connect(str(tmp_path / "web.duckdb"))
+    con.execute("CREATE TABLE visits AS SELECT i AS user_id, ['/home', '/cart', '/help'][i % 3 + 1] AS url "
+                "FROM range(6000) t(i)")
+    con.execute("CREATE TABLE signups AS SELECT i AS user_id, TIMESTAMP '2025-01-06' + (i % 60) * INTERVAL 1 DAY "
+                "AS signup_time, CASE WHEN i % 3 = 0 THEN 'S' ELSE 'N' END AS region FROM range(3000) t(i)")
+    con.close()
+    (tmp_path / "catalog.toml").write_text(KEYS_AND_STREAM)
+    profile = tmp_path / "profile.toml"
+    profile.write_text(f"""
+[data]
+database = "web.duckdb"
+catalog = "catalog.toml"
+[budget]
+epsilon = 10
+delta = 1e-6
+[server]
+listen = "127.0.0.1:0"
+console = "127.0.0.1:0"
+[analysts.alice]
+epsilon = 5
+password = "{scram_verifier('alice-pw')}"
+[owner]
+name = "{OWNER}"
+password = "{scram_verifier(OWNER_PASSWORD)}"
+""")
+    with dpsql.connect(profile=str(profile), analyst="alice") as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT url, COUNT(*) AS n FROM visits GROUP BY url")  # releases the keys (a δ of its own)
+        cur.execute("CREATE CONTINUAL QUERY weekly AS SELECT region, COUNT(*) AS n FROM signups GROUP BY region "
+                    "EMIT EVERY INTERVAL '7 days' ON signup_time FROM '2025-01-06' FOR 20 RELEASES "
+                    "WITH (epsilon = 1)")
+        cur.execute("EMIT weekly")
+        mine = conn.session.budget().spent
+    app = ConsoleApp(Server(Profile.load(profile)))
+    try:
+        owner, _ = log_in(app, OWNER, OWNER_PASSWORD)
+        page = owner.get("/owner").text
+    finally:
+        app.close()
+    keys = re.search(r'<table class="rows" id="keys">.*?</table>', page, re.S).group(0)
+    cells = re.findall(r"<td>([^<]*)</td>", keys)
+    assert cells[2:6] == ["alice", "visits", "url", "3"] and set(cells[6].split(", ")) == {"/home", "/cart", "/help"}
+    assert float(cells[7]) > 0  # the δ the release spent
+    continual = re.search(r'<table class="rows" id="continual">.*?</table>', page, re.S).group(0)
+    cells = re.findall(r"<td>([^<]*)</td>", continual)
+    assert cells[:3] == ["weekly", "signups", "alice"] and cells[4:7] == ["7 days", "1", "20"]
+    assert "δ spent by key releases" in page
+    # alice's spent counts the capacity her key release took, as her own budget does (ε at the δ left)
+    assert re.search(rf"<td>alice</td><td>ε=5[.\d]*, [^<]*</td><td>{re.escape(str(mine))}</td>", page)
