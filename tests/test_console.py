@@ -328,3 +328,12 @@ password = "{scram_verifier(OWNER_PASSWORD)}"
     assert "δ spent by key releases" in page
     # alice's spent counts the capacity her key release took, as her own budget does (ε at the δ left)
     assert re.search(rf"<td>alice</td><td>ε=5[.\d]*, [^<]*</td><td>{re.escape(str(mine))}</td>", page)
+
+
+def test_idle_sessions_end_and_large_posts_are_refused(console, monkeypatch):
+    alice, _ = log_in(console, "alice", "alice-pw")
+    token = csrf_of(alice.get("/analyst").text)
+    response = alice.post("/analyst", data={"sql": "SELECT 1 -- " + "x" * (2 << 20), "csrf": token})
+    assert response.status_code == 413 and charges(console.root) == []
+    monkeypatch.setattr("dpsql.console.logins.IDLE_SECONDS", 0.0)
+    assert alice.get("/analyst").status_code == 303  # unused for longer than the idle limit: logged out

@@ -139,14 +139,13 @@ class ConsoleApp:
                 error = "a statement of yours is running already: wait for its answer"
             else:
                 try:
-                    if login.connection is None:
-                        return redirect("/login", 303)
-                    answers, error = analyst_view.run(login.connection, sql) if sql.strip() else ([], None)
+                    if login.connection is not None and sql.strip():
+                        answers, error = analyst_view.run(login.connection, sql)
                 finally:
                     login.running.release()
-        if login.connection is None:
-            return redirect("/login", 303)
         with login.running:
+            if login.connection is None:  # the session ended meanwhile (logged out elsewhere, expired)
+                return redirect("/login", 303)
             budget = analyst_view.budget(login.connection, login.name)
         return self._page("analyst.html", login, 400 if error else 200, budget=budget, answers=answers, error=error,
                           sql=sql)

@@ -56,12 +56,14 @@ class Login:
         return now - self.seen > IDLE_SECONDS or now - self.started > LONGEST_SECONDS
 
     def close(self) -> None:
-        connection, self.connection = self.connection, None
-        if connection is not None:
-            try:
-                connection.close()
-            except Exception:  # closing must not fail the request that ends the session
-                log.exception("closing the console session of %s", self.name)
+        """Close the analyst's connection, once their running statement (if any) has finished."""
+        with self.running:
+            connection, self.connection = self.connection, None
+            if connection is not None:
+                try:
+                    connection.close()
+                except Exception:  # closing must not fail the request that ends the session
+                    log.exception("closing the console session of %s", self.name)
 
 
 class Logins:
@@ -126,8 +128,7 @@ class Logins:
         with self._lock:
             login = self._sessions.pop(token, None)
         if login is not None:
-            with login.running:  # a statement still running finishes first
-                login.close()
+            login.close()
 
     def close(self) -> None:
         with self._lock:
@@ -138,7 +139,7 @@ class Logins:
     def _sweep(self) -> list[Login]:
         """Forget the expired sessions (under the lock); returns them, to be closed outside it."""
         now = time.monotonic()
-        ended = [t for t, login in self._sessions.items() if login.expired(now) and not login.running.locked()]
+        ended = [t for t, login in self._sessions.items() if login.expired(now)]
         return [self._sessions.pop(t) for t in ended]
 
     def _evict(self) -> list[Login]:
