@@ -188,7 +188,10 @@ def test_the_owner_page_shows_budgets_charges_and_the_chain(console):
     page = owner.get("/owner").text
     assert "intact: hash chain and budget verified (1 charge" in page
     assert Ledger.existing(str(console.root / "census.duckdb.dpsql-state")).head() in page
-    assert COUNT_BY_SEX in page and "ε spent over time" in page
+    assert COUNT_BY_SEX in page and "ε spent over time" in page and "ε remaining over time" in page
+    remaining = re.search(r'<div class="chart" id="remaining">.*?</svg>', page, re.S).group(0)
+    assert re.findall(r'class="series"[^>]*><title>([^<]*)</title>', remaining) == ["all analysts", "alice", "bob",
+                                                                                   "carol"]
     for name, allowance in (("alice", "ε=2,"), ("bob", "ε=0.25,"), ("carol", "ε=1,")):
         assert re.search(rf"<td>{name}</td><td>{re.escape(allowance)}", page)
     token = csrf_of(page)  # the owner's own session token: still, the owner runs no SQL here

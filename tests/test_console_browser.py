@@ -72,6 +72,7 @@ def test_an_analyst_queries_and_sees_the_chart_then_the_owner_sees_the_charge(br
         assert len(rows) == 1 and rows[0][2] == "alice" and rows[0][3] == "people" and rows[0][6] == QUERY
         spending = browser.find_elements(By.CSS_SELECTOR, "#spending svg.chart polyline.series")
         assert len(spending) == 2 and all(line.is_displayed() for line in spending)  # everyone's and alice's
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#remaining svg.chart polyline.series")) == 4
         analysts = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr.find_elements(By.TAG_NAME, "td")[4].text
                     for tr in browser.find_elements(By.CSS_SELECTOR, "#analysts tbody tr")}
         assert analysts == {"alice": "1", "bob": "0", "carol": "0"}

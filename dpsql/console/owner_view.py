@@ -44,7 +44,7 @@ class LedgerView:
     remaining: Amount | None = None
     key_delta: float = 0.0
     analysts: list[AnalystBudget] = field(default_factory=list)
-    chart: Markup | None = None
+    charts: list[Markup] = field(default_factory=list)  # spent and remaining over time
     charges: list[tuple] = field(default_factory=list)
     key_releases: list[tuple] = field(default_factory=list)
     continual: list[tuple] = field(default_factory=list)
@@ -82,14 +82,16 @@ def _fill(view: LedgerView, ledger: Ledger, profile: Profile) -> None:
     view.total, view.spent = unit.amount(capacity), unit.amount(spent)
     view.remaining = unit.amount(max(capacity - spent, 0.0))
     by_seq = {c.seq: c for c in charges}
+    limits = {a.name: None if a.epsilon is None and a.rho is None else declared.share(a.epsilon, a.rho)
+              for a in profile.analysts.values()}
     for analyst in profile.analysts.values():
-        limit = None if analyst.epsilon is None and analyst.rho is None else declared.share(analyst.epsilon, analyst.rho)
+        limit = limits[analyst.name]
         mine = ledger.spent_by(analyst.name)
         left = capacity - spent if limit is None else min(limit - mine, capacity - spent)
         view.analysts.append(AnalystBudget(analyst.name, None if limit is None else unit.amount(limit),
                                            unit.amount(mine), unit.amount(max(left, 0.0)),
                                            sum(c.who == analyst.name for c in charges)))
-    view.chart = _spending_chart(ledger, unit, charges, releases, view.analysts, capacity)
+    view.charts = _timeline_charts(ledger, unit, charges, releases, view.analysts, limits)
     view.charges = [(c.seq, _time(c.at), c.who, c.table or "", _rounded(unit.amount(c.cost).epsilon),
                      _rounded(unit.amount(c.cost).rho), " ".join(c.statement.split())) for c in charges]
     emits: dict[tuple[str, str], int] = {}
@@ -111,26 +113,37 @@ def _fill(view: LedgerView, ledger: Ledger, profile: Profile) -> None:
                                    " ".join(str(_payload(payload, "select")).split())))
 
 
-def _spending_chart(ledger: Ledger, unit: Budget, charges, releases, analysts: list[AnalystBudget],
-                    capacity: float) -> Markup | None:
-    """ε spent over time: everyone's, and each analyst's (their charges and the capacity their key releases
-    took), with each allowance as a dashed line."""
+def _timeline_charts(ledger: Ledger, unit: Budget, charges, releases, analysts: list[AnalystBudget],
+                     limits: dict[str, float | None]) -> list[Markup]:
+    """ε spent over time, everyone's and each analyst's (their charges and the capacity their key releases took),
+    each allowance a dashed line; and what each could still spend after every charge (within their allowance
+    and what the ledger has left)."""
     if not charges:
-        return None
+        return []
     deltas = {seq: delta for seq, _, _, _, delta, _ in releases if delta > 0}
     losses = dict(zip(deltas, ledger.capacity_losses(list(deltas.values()))))
-    running: dict[str, float] = {}
-    everyone, series = 0.0, {"all analysts": []}
+    mine = {a.name: 0.0 for a in analysts}
+    everyone, delta_spent = 0.0, 0.0
+    spent: dict[str, list] = {"all analysts": []}
+    left: dict[str, list] = {"all analysts": [], **{a.name: [] for a in analysts}}
     for c in charges:
         everyone += c.cost
-        running[c.who] = running.get(c.who, 0.0) + c.cost + losses.get(c.seq, 0.0)
+        delta_spent += deltas.get(c.seq, 0.0)
+        mine[c.who] = mine.get(c.who, 0.0) + c.cost + losses.get(c.seq, 0.0)
         at = c.at.replace(tzinfo=timezone.utc).timestamp()
-        series["all analysts"].append((at, unit.amount(everyone).epsilon))
-        series.setdefault(c.who, []).append((at, unit.amount(running[c.who]).epsilon))
-    levels = {"all analysts": unit.amount(capacity).epsilon}
-    levels.update({a.name: a.allowance.epsilon for a in analysts if a.allowance is not None and a.name in series})
-    return charts.lines(series, "ε spent over time", "charged at (UTC)", "ε spent", x_kind="time", steps=True,
-                        levels=levels)
+        spent["all analysts"].append((at, unit.amount(everyone).epsilon))
+        spent.setdefault(c.who, []).append((at, unit.amount(mine[c.who]).epsilon))
+        free = max(ledger.capacity(delta_spent) - everyone, 0.0)
+        left["all analysts"].append((at, unit.amount(free).epsilon))
+        for name in left.keys() - {"all analysts"}:
+            limit = limits.get(name)
+            left[name].append((at, unit.amount(free if limit is None else max(min(limit - mine[name], free), 0.0))
+                               .epsilon))
+    levels = {"all analysts": unit.amount(ledger.capacity(delta_spent)).epsilon}
+    levels.update({a.name: a.allowance.epsilon for a in analysts if a.allowance is not None and a.name in spent})
+    return [charts.lines(spent, "ε spent over time", "charged at (UTC)", "ε spent", x_kind="time", steps=True,
+                         levels=levels),
+            charts.lines(left, "ε remaining over time", "charged at (UTC)", "ε remaining", x_kind="time", steps=True)]
 
 
 def _time(at: datetime) -> str:
