@@ -15,7 +15,7 @@ import secrets
 from importlib import resources
 
 from jinja2 import Environment, PackageLoader, select_autoescape
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
@@ -69,9 +69,7 @@ class ConsoleApp:
         try:
             endpoint, _ = self.urls.bind_to_environ(environ).match()
             response = getattr(self, "_" + endpoint)(request)
-        except (NotFound, MethodNotAllowed) as e:
-            response = e.get_response()
-        except HTTPException as e:  # a request too large, a malformed form
+        except HTTPException as e:  # no such page or method, a request too large, a malformed form
             response = e.get_response()
         except Exception:  # a page must never show a Python exception: the owner's log has it
             log.exception("console request %s %s failed", request.method, request.path)

@@ -62,11 +62,12 @@ def owner_view(profile: Profile) -> LedgerView:
         return view
     ledger = Ledger.existing(view.path)
     try:
-        view.exists = True
-        view.problems = ledger.verify()
-        view.head = ledger.head()
-        if not view.problems:
-            _fill(view, ledger, profile)
+        with ledger.holding():  # one reading under the ledger's lock: what is shown is what was verified
+            view.exists = True
+            view.problems = ledger.verify()
+            view.head = ledger.head()
+            if not view.problems:
+                _fill(view, ledger, profile)
     finally:
         ledger.close()
     return view
