@@ -177,12 +177,33 @@ class Ledger(StateFile):
             return self.capacity(0.0) - self.capacity(more) if more else 0.0
         rows = con.execute("SELECT r.delta, l.who FROM dpsql_records r JOIN dpsql_ledger l USING (seq) "
                            "WHERE r.delta > 0 ORDER BY r.seq").fetchall()
-        taken, before = 0.0, 0.0
-        for delta, by in [*rows, (more, who)]:
-            if by == who and delta:
-                taken += self.capacity(before) - self.capacity(before + delta)
+        releases = [*rows, (more, who)]
+        return sum(loss for (_, by), loss in zip(releases, self.capacity_losses([d for d, _ in releases])) if by == who)
+
+    def capacity_losses(self, deltas: list[float]) -> list[float]:
+        """The capacity each of a sequence of key releases (their δs, in release order) removes from everyone:
+        capacity(δ spent before it) − capacity(δ spent after it)."""
+        losses, before = [], 0.0
+        for delta in deltas:
+            losses.append(self.capacity(before) - self.capacity(before + delta) if delta else 0.0)
             before += delta
-        return taken
+        return losses
+
+    def spent_by(self, who: str) -> float:
+        """What `who` spent: their charges and the capacity their key releases took."""
+        with self._open() as con:
+            return self._spent(con, who)
+
+    def releases(self) -> list[tuple[int, str, str, str, float, Any]]:
+        """Every record (key sets, continual queries and their emits, models) with its charge:
+        (seq, kind, table, name, δ, payload), in charge order."""
+        with self._open() as con:
+            if not self._has(con, "dpsql_records"):
+                return []
+            rows = con.execute("SELECT seq, kind, table_name, name, delta, payload FROM dpsql_records "
+                               "ORDER BY seq").fetchall()
+        return [(seq, kind, table, name, float(delta), json.loads(payload)) for seq, kind, table, name, delta, payload
+                in rows]
 
     def spent(self) -> float:
         """Everything charged to the ledger, by anyone."""

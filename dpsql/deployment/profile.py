@@ -44,11 +44,18 @@ max_connections = 64               # per worker
 workers = 4                        # processes serving clients (default 1); use about one per core
 authentication_timeout = 60        # seconds a client has to log in (default 60, as PostgreSQL's)
 max_unauthenticated = 16           # per worker: clients not yet logged in (default 16), at most 4 per address
+console = "127.0.0.1:8080"         # optional: the web console (`dpsql.interfaces.console`), served by the same process;
+                                   # without TLS (tls_cert) only on a loopback address: its login form sends passwords
+
+[owner]                            # the data owner's login to the console (their page: budgets, charges, the chain)
+name = "owner"                     # default "owner"; not an analyst's name
+password = "SCRAM-SHA-256$4096:..." # a verifier made by `dpsql passwd owner`
 ```
 """
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,13 +66,14 @@ from dpsql.errors import ProfileError, ProgrammingError
 from dpsql.deployment.output_files import OutputFiles
 from dpsql.interfaces.server.auth import Verifier
 
-_SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server"}
+_SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server", "owner"}
 _DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir", "engine", "spark_master", "tables"}
 _DATA_ENGINES = ("duckdb", "spark")
 _BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho", "key_delta"}
 _ANALYST_KEYS = {"epsilon", "rho", "password"}
 _SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections", "workers", "authentication_timeout",
-                "max_unauthenticated"}
+                "max_unauthenticated", "console"}
+_OWNER_KEYS = {"name", "password"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,7 @@ class ServerSettings:
     workers: int = 1  # processes serving clients (a statement's planning holds one process's interpreter)
     authentication_timeout: float = 60.0  # seconds from connecting to logged in (PostgreSQL's default)
     max_unauthenticated: int = 16  # per worker: clients connected but not (yet) logged in
+    console: tuple[str, int] | None = None  # (host, port) of the web console (`dpsql.interfaces.console`); None: not served
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,7 @@ class Profile:
     workspace: dict[str, Any] = field(default_factory=dict)
     analysts: dict[str, Analyst] = field(default_factory=dict)
     server: ServerSettings = field(default_factory=ServerSettings)
+    owner: Analyst | None = None  # the data owner's console login ([owner]: a name and a password verifier)
 
     @classmethod
     def load(cls, path: str | Path) -> "Profile":
@@ -187,7 +197,7 @@ class Profile:
             output_dir=local("output_dir"), data_engine=data_engine, spark_master=spark_master,
             spark_tables=spark_tables, budget=checked_budget, engine=_section(spec, "engine"),
             workspace=_workspace(_section(spec, "workspace")), analysts=analysts,
-            server=_server(_section(spec, "server"), base),
+            server=_server(_section(spec, "server"), base), owner=_owner(_section(spec, "owner"), analysts),
         )
 
     def owner_files(self) -> list[Path]:
@@ -227,10 +237,7 @@ def _data_engine(data: dict, base: Path) -> tuple[str, str | None, dict[str, str
 
 def _server(spec: dict, base: Path) -> ServerSettings:
     _known(spec, _SERVER_KEYS, "[server]")
-    listen = spec.get("listen", "127.0.0.1:5433")
-    host, _, port = listen.rpartition(":") if isinstance(listen, str) else ("", "", "")
-    if not host or not port.isdigit() or int(port) > 65535:
-        raise ProfileError(f"[server] listen must be \"host:port\", got {listen!r}")
+    host, port = _address(spec.get("listen", "127.0.0.1:5433"), "listen")
     paths = {}
     for key in ("tls_cert", "tls_key"):
         if key in spec:
@@ -251,8 +258,47 @@ def _server(spec: dict, base: Path) -> ServerSettings:
     pending = spec.get("max_unauthenticated", min(16, most))
     if isinstance(pending, bool) or not isinstance(pending, int) or not 1 <= pending <= most:
         raise ProfileError("[server] max_unauthenticated must be a whole number from 1 to max_connections")
-    return ServerSettings(host.strip("[]"), int(port), paths.get("tls_cert"), paths.get("tls_key"), most, workers,
-                          float(deadline), pending)
+    console = None if "console" not in spec else _address(spec["console"], "console")
+    if console is not None and "tls_cert" not in paths and not _loopback(console[0]):
+        raise ProfileError(f"[server] console = \"{spec['console']}\" is not a loopback address and the profile has no "
+                           "TLS certificate: the console's login form sends passwords, so serve it on 127.0.0.1 (reach "
+                           "it through an SSH tunnel) or give [server] tls_cert and tls_key")
+    return ServerSettings(host, port, paths.get("tls_cert"), paths.get("tls_key"), most, workers,
+                          float(deadline), pending, console)
+
+
+def _address(listen: Any, key: str) -> tuple[str, int]:
+    """A "host:port" value of [server]."""
+    host, _, port = listen.rpartition(":") if isinstance(listen, str) else ("", "", "")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ProfileError(f"[server] {key} must be \"host:port\", got {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _owner(spec: dict, analysts: dict[str, Analyst]) -> Analyst | None:
+    """The [owner] section: the data owner's console login (no budget: the owner spends nothing)."""
+    if not spec:
+        return None
+    _known(spec, _OWNER_KEYS, "[owner]")
+    name, password = spec.get("name", "owner"), spec.get("password")
+    if not isinstance(name, str) or not name:
+        raise ProfileError("[owner] name must be a non-empty string")
+    if name in analysts:
+        raise ProfileError(f"[owner] name {name!r} is an analyst's too: give the owner a name of their own")
+    if not isinstance(password, str) or not password:
+        raise ProfileError(f"[owner] needs password = \"...\": a verifier made by `dpsql passwd {name}`")
+    try:
+        Verifier.parse(password, name)
+    except ProfileError as e:
+        raise ProfileError(str(e).replace(f"[analysts.{name}]", "[owner]")) from None
+    return Analyst(name, password=password)
 
 
 def _workspace(spec: dict) -> dict:

@@ -88,6 +88,13 @@ def pareto(session, queries: list[str], sizing: Sizing, weights: Sequence[float]
 
 def chart(session, script: str, path: str) -> str:
     """Draw expected error vs budget for a query's (or a workload's) plan and its runners-up."""
+    found, cost, unit = curves(session, script)
+    return str(draw_chart(found, cost, unit, path))
+
+
+def curves(session, script: str) -> tuple[dict[str, list[tuple[float, float]]], float, str]:
+    """Expected error vs budget of a query's (or a workload's) plan and each family: ({strategy: [(budget,
+    RMSE)]}, the plan's cost, the budget's unit); reads no data, spends nothing."""
     s = session
     statements = [classify(t) for t in split_statements(script)]
     sizing = s.sizing(statements[0] if statements and isinstance(statements[0], BeginWorkload) else None)
@@ -98,8 +105,7 @@ def chart(session, script: str, path: str) -> str:
     for name, (table, plan) in planned.items():
         blocks = pending[name][1]
         if blocks:
-            curves = error_curves(Workload(table.domain, blocks), plan.cost, s.budget_unit.noise,
-                                  s.budget_unit.delta, s.executor.model(table).measurements,
-                                  sizing.objective, contribution=table.contribution)
-            return str(draw_chart(curves, plan.cost, s.budget_unit.unit, path))
+            return error_curves(Workload(table.domain, blocks), plan.cost, s.budget_unit.noise, s.budget_unit.delta,
+                                s.executor.model(table).measurements, sizing.objective,
+                                contribution=table.contribution), plan.cost, s.budget_unit.unit
     raise ProgrammingError("nothing to chart: every query is answered from earlier measurements")

@@ -83,7 +83,7 @@ def _estimate_cells(values: list[Any], halves: list[float | None]) -> list[str]:
             for s in shown]
 
 
-def _cells(result: Result, rows: list[tuple]) -> tuple[list[list[str]], list[bool]]:
+def cell_texts(result: Result, rows: list[tuple]) -> tuple[list[list[str]], list[bool]]:
     """Text of every cell (by column) and whether each column is right-aligned."""
     flags = dp_columns(result)
     intervals = result.ci(LEVEL)[: len(rows)]
@@ -107,7 +107,7 @@ def _pad(text: str, width: int, right: bool) -> str:
 
 
 def _table(result: Result, rows: list[tuple]) -> str:
-    columns, right = _cells(result, rows)
+    columns, right = cell_texts(result, rows)
     widths = [max([get_cwidth(name)] + [get_cwidth(c) for c in col]) for name, col in zip(result.columns, columns)]
     lines = [" " + " | ".join(_pad(n, w, False) for n, w in zip(result.columns, widths)).rstrip()]
     lines.append("-" + "-+-".join("-" * w for w in widths) + "-")
@@ -118,7 +118,7 @@ def _table(result: Result, rows: list[tuple]) -> str:
 
 
 def _markdown(result: Result, rows: list[tuple]) -> str:
-    columns, right = _cells(result, rows)
+    columns, right = cell_texts(result, rows)
 
     def escape(text: str) -> str:
         return text.replace("|", "\\|")

@@ -75,6 +75,14 @@ class Verifier:
         raise ProfileError(f"[analysts.{analyst}] password must be a verifier, not a password: make one with "
                            f"`dpsql passwd {analyst}` (SCRAM-SHA-256)")
 
+    def accepts(self, password: str) -> bool:
+        """Whether `password` is this verifier's (checked on the server, as a SCRAM proof is: its salted
+        password's client key must hash to StoredKey). For the web console's login form."""
+        salted = hashlib.pbkdf2_hmac("sha256", unicodedata.normalize("NFKC", password).encode(), self.salt,
+                                     self.iterations)
+        stored = hashlib.sha256(_hmac(salted, b"Client Key")).digest()
+        return hmac.compare_digest(stored, self.stored_key)
+
 
 class ScramExchange:
     """The server side of one SCRAM-SHA-256 login (RFC 5802; no channel binding is offered).

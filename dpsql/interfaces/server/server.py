@@ -254,13 +254,16 @@ def serve(profile_path: str | Path) -> None:
     try:
         server = Server(profile, shared)
         host, port = server.bind()
+        console = _console(server)
         print(f"dpsql: listening on {host}:{port} (PostgreSQL protocol 3.0"
               f"{', TLS required' if server.tls_required else ''}"
               f"{f', {workers} worker processes' if workers > 1 else ''})", flush=True)
+        if console is not None:
+            print(f"dpsql: console on {console.url}", flush=True)
         if workers == 1:
-            _run(server)
+            _run(server, console)
         else:
-            _run_workers(server, workers)
+            _run_workers(server, workers, console)
     finally:
         if shared is not None:
             shutil.rmtree(shared, ignore_errors=True)
@@ -270,17 +273,34 @@ def serve(profile_path: str | Path) -> None:
     os._exit(0)
 
 
-def _run(server: Server) -> None:
+def _console(server: Server):
+    """The web console (`dpsql.interfaces.console`), bound, where the profile asks for one ([server] console)."""
+    if server.profile.server.console is None:
+        return None
+    try:
+        from dpsql.interfaces.console import Console
+    except ImportError as e:
+        raise ProfileError(f"[server] console needs the console's libraries ({e.name} is missing): "
+                           "pip install 'dpsql[console]'") from None
+    return Console(server)
+
+
+def _run(server: Server, console=None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    if console is not None:
+        console.start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         server.stop()
     server.close()
+    if console is not None:
+        console.stop()
 
 
-def _run_workers(server: Server, workers: int) -> None:
-    """Fork the workers (before any session, thread or database exists here) and wait for them."""
+def _run_workers(server: Server, workers: int, console=None) -> None:
+    """Fork the workers (before any session, thread or database exists here) and wait for them; the console,
+    if any, is served by this process once they run."""
     pipes = [os.pipe() for _ in range(workers)]
     children = []
     for index in range(workers):
@@ -290,6 +310,8 @@ def _run_workers(server: Server, workers: int) -> None:
             try:
                 _die_with_parent()
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
+                if console is not None:
+                    console.close_listener()
                 server.become_worker(index, pipes)
                 _run(server)
             except BaseException:  # a worker never returns into the parent's code
@@ -309,6 +331,8 @@ def _run_workers(server: Server, workers: int) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if console is not None:
+        console.start()
     for child in children:
         while True:
             try:
@@ -318,6 +342,8 @@ def _run_workers(server: Server, workers: int) -> None:
                 break
             except InterruptedError:
                 continue
+    if console is not None:
+        console.stop()
 
 
 def _die_with_parent() -> None:
