@@ -67,6 +67,10 @@ A *graph* (``[graphs.<edge table>]``, `dpsql.edge_tables`) declares a table of e
 privacy unit is a node, with a degree bound, and the node table of projected degrees that
 analysts query beside it.
 
+``confident_mode = true`` lets analysts ask a table for its top group only when the group's count,
+with noise, reaches a threshold (Confident-GNMax, `dpsql.sql.noisy_max`): whether a row comes back,
+and so what is charged, then depends on the data. Off by default.
+
 A table may also declare its size as public (``rows = 48842``), as census-style
 tables often are. It is planning input only: with it the planner costs AIM and
 RAP by simulation and predicts scan times before any COUNT is released. A wrong
@@ -186,6 +190,7 @@ class Table:
     opt_in: str | None = None  # the hybrid model: the central table of the users who opted in (`Catalog.opt_in`)
     graph: Graph | None = None  # a graph's edge table or node table (`role`): node DP, `dpsql.edge_tables`
     role: str | None = None  # EDGES or NODES
+    confident_mode: bool = False  # the owner allows Confident-GNMax (`dpsql.sql.noisy_max`)
     domain: Domain = field(init=False)
     _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
     _client: Protocol | None = field(init=False, default=None, repr=False)
@@ -208,6 +213,8 @@ class Table:
         if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
             raise CatalogError(f"table {self.name!r}: rows (its public size) must be a positive integer")
         self._check_model()
+        if not isinstance(self.confident_mode, bool):
+            raise CatalogError(f"table {self.name!r}: confident_mode is true or false")
         if self.time_column is not None and (not isinstance(self.time_column, str) or not self.time_column):
             raise CatalogError(f"table {self.name!r}: time must name the column holding each row's time")
         if not isinstance(self.append_only, bool) or (self.append_only and self.time_column is None):
@@ -372,15 +379,16 @@ class Catalog:
             if name.lower() in out.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
             if not isinstance(table, dict) or set(table) - {"columns", "privacy_unit", "max_rows_per_unit", "rows",
-                                                           "time", "append_only", *LOCAL_KEYS}:
+                                                           "time", "append_only", "confident_mode",
+                                                           *LOCAL_KEYS}:
                 raise CatalogError(
                     f"table {name!r}: only a [tables.{name}.columns] section, privacy_unit, "
-                    f"max_rows_per_unit, rows, time, append_only, model, protocol, epsilon, branching, oracle, order "
-                    "and opt_in are supported"
+                    f"max_rows_per_unit, rows, time, append_only, confident_mode, model, protocol, epsilon, "
+                    "branching, oracle, order and opt_in are supported"
                 )
             out._declare(name, table.get("columns", {}), table.get("privacy_unit"), table.get("max_rows_per_unit"),
                          table.get("rows"), table.get("time"), table.get("append_only", False),
-                         {k: table[k] for k in LOCAL_KEYS if k in table})
+                         {k: table[k] for k in LOCAL_KEYS if k in table}, table.get("confident_mode", False))
         for name, graph in graphs.items():
             out._declare_graph(parse_graph(name, graph))
         out._resolve_units()
@@ -426,17 +434,20 @@ class Catalog:
         max_rows_per_unit: int | None = None, rows: int | None = None, time: str | None = None,
         append_only: bool = False, model: str = "central", protocol: str | None = None,
         epsilon: float | None = None, options: dict | None = None, opt_in: str | None = None,
+        confident_mode: bool = False,
     ) -> Table:
         """Declare a protected table from {column: declaration}, optionally with a privacy unit:
         a column name, or {"foreign_key": column, "references": "table.column"} naming a
         protected table declared before, whose unit becomes this table's; `rows` declares
         the table's size public; `time` and `append_only` declare a stream (continual queries);
         `model="local"` with `protocol`, `epsilon` and the protocol's `options` a table of local-DP reports
-        (`opt_in`: the central table of the users who opted in, the hybrid model)."""
+        (`opt_in`: the central table of the users who opted in, the hybrid model); `confident_mode` allows
+        Confident-GNMax top-group queries."""
         previous = self.tables.get(name.lower())
         local = {"model": model, "protocol": protocol, "epsilon": epsilon, **(options or {}),
                  **({"opt_in": opt_in} if opt_in else {})} if model != CENTRAL else {}
-        table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows, time, append_only, local)
+        table = self._declare(name, columns, privacy_unit, max_rows_per_unit, rows, time, append_only, local,
+                              confident_mode)
         try:
             self._resolve_units()
         except CatalogError:
@@ -471,7 +482,8 @@ class Catalog:
         self.tables[graph.nodes.lower()] = Table(graph.nodes, columns, graph=graph, role=NODES, **stream)
 
     def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any, rows: Any = None,
-                 time: Any = None, append_only: Any = False, local: dict | None = None) -> Table:
+                 time: Any = None, append_only: Any = False, local: dict | None = None,
+                 confident_mode: Any = False) -> Table:
         if not isinstance(columns, dict):
             raise CatalogError(f"table {name!r}: columns must be a table of declarations")
         unit_column, unit_link = parse_unit(name, privacy_unit)
@@ -480,7 +492,8 @@ class Catalog:
                       max_rows_per_unit, rows, time_column=time, append_only=append_only,
                       model=local.get("model", CENTRAL), protocol=local.get("protocol"),
                       local_epsilon=local.get("epsilon"), opt_in=local.get("opt_in"),
-                      protocol_options={k: local[k] for k in ("branching", "oracle", "order") if k in local})
+                      protocol_options={k: local[k] for k in ("branching", "oracle", "order") if k in local},
+                      confident_mode=confident_mode)
         self.tables[name.lower()] = table
         return table
 
