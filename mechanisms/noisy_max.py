@@ -97,14 +97,22 @@ class NoisyMax:
 
     def pick(self, counts: np.ndarray, rng: RandomSource | None = None) -> int:
         """The index of the largest noisy count (ties broken uniformly at random)."""
+        return int(self.picks(counts, 1, rng)[0])
+
+    def picks(self, counts: np.ndarray, runs: int, rng: RandomSource | None = None) -> np.ndarray:
+        """`runs` independent picks from the same counts (one noise draw for all: for measuring accuracy)."""
         counts = np.asarray(counts, dtype=np.int64)
         if counts.shape != (self.candidates,):
             raise ValueError(f"expected {self.candidates} counts, got shape {counts.shape}")
         if self.noise is None:
-            return 0
-        noisy = counts * self.lattice + self.noise.sample(self.candidates, rng)
-        best = np.flatnonzero(noisy == noisy.max())
-        return int(best[0] if best.size == 1 else best[_source(rng).randbelow(best.size)])
+            return np.zeros(runs, dtype=np.int64)
+        rng = _source(rng)
+        noisy = counts * self.lattice + self.noise.sample(runs * self.candidates, rng).reshape(runs, -1)
+        tied = noisy == noisy.max(axis=1, keepdims=True)
+        if np.all(tied.sum(axis=1) == 1):
+            return np.argmax(tied, axis=1)
+        priority = np.where(tied, rng.words(tied.size).reshape(tied.shape), 0)  # uniform among the tied
+        return np.argmax(priority, axis=1)
 
 
 @dataclass(frozen=True)

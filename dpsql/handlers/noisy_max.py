@@ -80,7 +80,7 @@ def answer(session, query: CompiledQuery, sql: str, params) -> Result:
     name = _record_name(s, query, sql, params)
     recorded = [p for _, n, p in s.ledger.records(NOISY_MAX, table.name) if n == name]
     if recorded:
-        return _result(s, query, recorded[-1]["pick"], mechanism, 0.0, recorded=True)
+        return s.executor.answered(lambda: _result(s, query, recorded[-1]["pick"], mechanism, 0.0, recorded=True))
     clique, matrix = _counting(query)
     s.executor.check_affordable(mechanism.cost)
     detail = f"report-noisy-max ({'Confident-GNMax' if asked.threshold is not None else 'GNMax'}) of {query.group_by[0]}"
@@ -96,7 +96,7 @@ def answer(session, query: CompiledQuery, sql: str, params) -> Result:
         return Release(table, cost, sql, [], None, detail, Record(NOISY_MAX, name, {"pick": pick}))
 
     [release] = s.executor.charged([Pending(table, mechanism.cost, sql, detail, draw)])
-    return _result(s, query, release.record.payload["pick"], mechanism, release.cost)
+    return s.executor.answered(lambda: _result(s, query, release.record.payload["pick"], mechanism, release.cost))
 
 
 def _result(session, query: CompiledQuery, pick: int | None, mechanism, charged: float,
