@@ -88,7 +88,7 @@ from typing import Any, Iterable, Mapping
 
 from dpsql.column_declarations import parse_column
 from dpsql.columns import KEY, Column, StoredType
-from dpsql.edge_tables import EDGES, NODES, Graph, parse_graph
+from dpsql.edge_tables import EDGES, NODES, TRIANGLES, Graph, parse_graph
 from dpsql.errors import CatalogError
 from mechanisms.domain import Domain
 from mechanisms.ldp.answering import LOCAL_PROTOCOLS as ANSWERABLE, client_protocol
@@ -189,14 +189,14 @@ class Table:
     protocol_options: dict = field(default_factory=dict)  # ... and its other parameters (branching, oracle, order)
     opt_in: str | None = None  # the hybrid model: the central table of the users who opted in (`Catalog.opt_in`)
     graph: Graph | None = None  # a graph's edge table or node table (`role`): node DP, `dpsql.edge_tables`
-    role: str | None = None  # EDGES or NODES
+    role: str | None = None  # EDGES, NODES or TRIANGLES
     confident_mode: bool = False  # the owner allows Confident-GNMax (`dpsql.sql.noisy_max`)
     domain: Domain = field(init=False)
     _unit: PrivacyUnit | None = field(init=False, default=None, repr=False)
     _client: Protocol | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.columns and self.units_of is None and self.role != EDGES:
+        if not self.columns and self.units_of is None and self.role not in (EDGES, TRIANGLES):
             raise CatalogError(f"table {self.name!r} declares no columns")
         if self.unit_column is not None and self.unit_link is not None:
             raise CatalogError(f"table {self.name!r}: declare the privacy unit as a column or a foreign key, not both")
@@ -291,6 +291,8 @@ class Table:
         table: its endpoints, which no query may read)."""
         if self.role == EDGES:
             return [(self.graph.source, "VARCHAR", False), (self.graph.target, "VARCHAR", False)]
+        if self.role == TRIANGLES:  # a triangle's nodes
+            return [(f"node_{i}", "VARCHAR", False) for i in (1, 2, 3)]
         return [(c.name, c.sql_type, c.nullable) for c in self.columns.values()]
 
     def fits_sql(self, stored: Mapping[str, StoredType] | None = None) -> str:
@@ -460,26 +462,30 @@ class Catalog:
 
     def add_graph(self, edges: str, source: str, target: str, degrees: str, *, max_degree: int | None = None,
                   max_out_degree: int | None = None, max_in_degree: int | None = None,
-                  directed: bool = False, time: str | None = None, bound: str = "projected") -> Graph:
+                  directed: bool = False, time: str | None = None, bound: str = "projected",
+                  triangles: str | None = None) -> Graph:
         """Declare a graph (`dpsql.edge_tables`): edge table `edges` with endpoint columns `source` and
         `target`, a degree bound (forced by projection, or `bound="declared"`), optionally the edges'
-        arrival `time`, and `degrees`, the name of its node table."""
+        arrival `time`, `degrees`, the name of its node table, and `triangles`, of its table of triangles."""
         spec = {"source": source, "target": target, "degrees": degrees, "directed": directed, "bound": bound,
                 **{k: v for k, v in (("max_degree", max_degree), ("max_out_degree", max_out_degree),
-                                     ("max_in_degree", max_in_degree), ("time", time)) if v is not None}}
+                                     ("max_in_degree", max_in_degree), ("time", time), ("triangles", triangles))
+                   if v is not None}}
         graph = parse_graph(edges, spec)
         self._declare_graph(graph)
         return graph
 
     def _declare_graph(self, graph: Graph) -> None:
         """The graph's edge table and node table, under names no other table has."""
-        for name in (graph.edges, graph.nodes):
+        for name in (graph.edges, graph.nodes, *([graph.triangles] if graph.triangles else [])):
             if name.lower() in self.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
         stream = {"time_column": graph.time, "append_only": graph.time is not None}  # continual queries
         self.tables[graph.edges.lower()] = Table(graph.edges, {}, graph=graph, role=EDGES, **stream)
         columns = {c: parse_column(c, d) for c, d in graph.degree_columns().items()}
         self.tables[graph.nodes.lower()] = Table(graph.nodes, columns, graph=graph, role=NODES, **stream)
+        if graph.triangles:
+            self.tables[graph.triangles.lower()] = Table(graph.triangles, {}, graph=graph, role=TRIANGLES, **stream)
 
     def _declare(self, name: str, columns: Any, privacy_unit: Any, max_rows_per_unit: Any, rows: Any = None,
                  time: Any = None, append_only: Any = False, local: dict | None = None,

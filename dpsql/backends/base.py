@@ -396,8 +396,12 @@ class SQLBackend:
         if table.graph is not None:
             edges = self._run(graph_edges_sql(table.graph, self.relation), ["s", "t", "w"],
                               f"reading the edges of {table.graph.edges!r}")
-            return graph_marginals(table.graph, table.role, table.domain, cliques,
-                                   np.asarray(edges["s"], dtype=np.int64), np.asarray(edges["t"], dtype=np.int64))
+            try:
+                return graph_marginals(table.graph, table.role, table.domain, cliques,
+                                       np.asarray(edges["s"], dtype=np.int64), np.asarray(edges["t"], dtype=np.int64))
+            except BoundBroken as e:
+                log.error("%s: the data breaks the catalog's declared degree bound", e)
+                raise OperationalError(BOUND_BROKEN) from None
         stored, trusted = self.marginal_types(table.units_of or table)
         sql, names = marginal_sql(table, cliques, key, self.relation, stored, within, trusted)
         result = self._run(sql, names + ["g", "n"], f"computing marginals of {table.name!r}", key)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from dpsql.catalog import Table
 from dpsql.columns import CATEGORICAL
 from dpsql.dbapi import Connection
-from dpsql.edge_tables import EDGES
+from dpsql.edge_tables import EDGES, TRIANGLES
 
 PROTECTED = "protected"
 PUBLIC_TABLE = "public table"
@@ -53,6 +53,9 @@ def _protected_columns(table: Table) -> tuple[ColumnInfo, ...]:
     if table.role == EDGES:
         return tuple(ColumnInfo(name, "node id (an edge's end): COUNT(*) counts the edges; query the degrees in "
                                 f"{table.graph.nodes}") for name, _, _ in table.stand_in_columns())
+    if table.role == TRIANGLES:
+        return tuple(ColumnInfo(name, "node id (a triangle's node): COUNT(*) counts the triangles")
+                     for name, _, _ in table.stand_in_columns())
     return tuple(ColumnInfo(c.name, c.describe(), c.values if c.kind == CATEGORICAL else ())
                  for c in table.columns.values())
 
