@@ -67,27 +67,31 @@ def _check_inputs(kind: str, share: float, candidates: int, contribution: int) -
 class NoisyMax:
     """Report-noisy-max of `candidates` counts, each unit changing them by ‖u‖₁ ≤ `contribution`.
 
-    `noise` is drawn on the counts times `lattice` (m for the Gaussian, 1 for the Laplace);
-    None when there is one candidate (the answer is public: nothing to hide, nothing charged).
+    `noise` is drawn on the counts times `lattice`: m (Gaussian, the shift-invariant bound) or 1
+    (the noisy histogram's argmax, charged as the histogram); None when there is one candidate
+    (the answer is public: nothing to hide, nothing charged).
     """
 
     kind: str
     candidates: int
     contribution: int
     noise: Noise | None
+    lattice: int = 1
 
-    @property
-    def lattice(self) -> int:
-        return self.candidates if self.kind == GAUSSIAN else 1
+    def __post_init__(self):
+        if self.lattice not in (1, self.candidates) or (self.lattice > 1 and self.kind != GAUSSIAN):
+            raise ValueError("the lattice is 1, or the number of candidates with Gaussian noise")
 
     @property
     def cost(self) -> float:
-        """ρ = k²·m(m − 1)/(2σ'²) (Gaussian, module doc) or ε = k/b (Laplace), exact for the rounded noise."""
+        """ρ = k²·m(m − 1)/(2σ'²) on the lattice m (module doc), k²/(2σ²) on the lattice 1, or ε = k/b
+        (Laplace): exact for the rounded noise."""
         if self.noise is None:
             return 0.0
         k, m = self.contribution, self.candidates
         if self.kind == GAUSSIAN:
-            return float(Fraction(k * k * m * (m - 1), 2) / self.noise.sigma2)
+            shift = k * k * m * (m - 1) if self.lattice == m > 1 else k * k
+            return float(Fraction(shift, 2) / self.noise.sigma2)
         return float(Fraction(k) / self.noise.scale)
 
     @property
@@ -175,8 +179,9 @@ def noisy_max(kind: str, share: float, candidates: int, contribution: int) -> No
     k, m = contribution, candidates
     if m == 1:
         return NoisyMax(kind, m, k, None)
-    noise = _gaussian(k * k * m * (m - 1) / (2 * share)) if kind == GAUSSIAN else _laplace(k / share)
-    return NoisyMax(kind, m, k, noise)
+    if kind == LAPLACE:
+        return NoisyMax(kind, m, k, _laplace(k / share))
+    return NoisyMax(kind, m, k, _gaussian(k * k * m * (m - 1) / (2 * share)), lattice=m)
 
 
 def confident_noisy_max(kind: str, share: float, candidates: int, contribution: int, threshold: int,
@@ -197,7 +202,8 @@ def confident_noisy_max(kind: str, share: float, candidates: int, contribution: 
         scale = k * (1 / ratio + picks) / share
         check = _laplace(ratio * scale)
         pick = _laplace(scale) if picks else None
-    return ConfidentNoisyMax(ConfidenceCheck(kind, k, int(threshold), check), NoisyMax(kind, m, k, pick))
+    lattice = m if kind == GAUSSIAN else 1
+    return ConfidentNoisyMax(ConfidenceCheck(kind, k, int(threshold), check), NoisyMax(kind, m, k, pick, lattice))
 
 
 def _source(rng: RandomSource | None) -> RandomSource:

@@ -18,7 +18,7 @@ import mechanisms.partition_selection
 from dpsql.errors import CatalogError, NotSupportedError, OperationalError
 from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.noise import RandomSource, discrete_gaussian_vector
-from mechanisms.noisy_max import CHECK_RATIO, confident_noisy_max, noisy_max
+from mechanisms.noisy_max import CHECK_RATIO, NoisyMax, confident_noisy_max, noisy_max
 from mechanisms.partition_selection import DiscreteGaussian
 from tests.privacy_audit import audit
 
@@ -33,6 +33,10 @@ def test_the_pick_costs_its_share_and_its_noise_follows_the_shift_invariant_boun
     histogram_std = k / math.sqrt(2 * rho)  # the noisy histogram's, at the same ρ
     assert mech.std == pytest.approx(histogram_std * math.sqrt(1 - 1 / m), rel=1e-4)
     assert mech.lattice == m
+    histogram = NoisyMax("gaussian", m, k, mech.noise)  # the same noise on the counts themselves (lattice 1)
+    assert histogram.cost == pytest.approx(k * k / (2 * float(mech.noise.sigma2)))
+    with pytest.raises(ValueError, match="lattice"):
+        NoisyMax("laplace", m, k, mech.noise, lattice=m)
     laplace = noisy_max("laplace", 0.5, m, k)
     assert 0.5 * (1 - 1e-6) <= laplace.cost <= 0.5 and laplace.lattice == 1  # ε = k/b: no gain with Laplace
 
@@ -113,7 +117,7 @@ def _gnmax_runs(m: int, rho: float, weaken: float = 1.0):
     """Picks on neighbours: counts all 0 (D) against candidate 0 one row ahead (D'); the event is picking 0.
     `weaken` divides the noise's variance, to break the mechanism (the power check)."""
     mech = noisy_max("gaussian", rho, m, 1)
-    broken = type(mech)(mech.kind, m, 1, DiscreteGaussian(mech.noise.sigma2 / int(weaken)))
+    broken = type(mech)(mech.kind, m, 1, DiscreteGaussian(mech.noise.sigma2 / int(weaken)), mech.lattice)
 
     def run(neighbour, seed):
         counts = np.zeros(m, dtype=np.int64)

@@ -16,8 +16,8 @@ C(D_in + D_out, 2) (the form of Lemma 6.5.4(3); this undirected count is not the
 stable for degrees, not for triangles: removing v can make a later edge fit where it did not, which
 then blocks another, so the projected graphs of G and G − v can differ far from v. For D = 2, the
 triangles {0, 1, 2} and {9, 10, 11} joined by the edge (2, 11) (nodes in id order) project to both
-triangles, and, without node 0, to neither: a change of 2 > C(2, 2) = 1 (`tests/test_graphs.py`; a
-random search found 9 > C(3, 2) at D = 3). So `sensitivity(..., projected=True)` refuses.
+triangles, and, without node 0, to neither: a change of 2 > C(2, 2) = 1 (`tests/test_triangles.py`).
+So `sensitivity(..., projected=True)` refuses.
 """
 
 from __future__ import annotations
