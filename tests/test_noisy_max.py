@@ -276,3 +276,14 @@ def test_a_failure_after_the_first_draw_charges_and_shows_nothing(database, tmp_
             conn.cursor().execute("SELECT MODE(kind) FROM pets")
         assert "98765" not in str(raised.value) and "nothing was released" in str(raised.value)
         assert conn.session.ledger.spent() == pytest.approx(0.01, rel=1e-6)
+
+
+def test_counts_measured_before_answer_the_pick_free(database, tmp_path):
+    with _connect(database, tmp_path) as conn:
+        _run(conn, "SELECT kind, COUNT(*) FROM pets GROUP BY kind")
+        spent = conn.session.ledger.spent()
+        cur = conn.cursor().execute("SELECT kind FROM pets GROUP BY kind ORDER BY COUNT(*) DESC LIMIT 1")
+        assert cur.fetchall() == [(None,)] and conn.session.ledger.spent() == spent
+        assert any("earlier measurements" in n for n in cur.result.notes)
+        assert _run(conn, "SELECT MODE(kind) FROM pets") == [("dog",)] and conn.session.ledger.spent() == spent
+        assert "Total cost 0" in "\n".join(r[0] for r in _run(conn, "EXPLAIN SELECT MODE(kind) FROM pets"))

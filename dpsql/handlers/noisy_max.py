@@ -7,7 +7,9 @@ exact counts. The ledger is checked first for the most the release can cost; the
 or Confident-GNMax picks one or none; the release is charged what it cost (the check alone when
 Confident-GNMax answers none: `mechanisms.noisy_max`) with its pick kept as a record, so asking the
 same question at the same share again is answered free from the record. Only the picked value is
-released: no count, no standard error, and no measurement other queries could reuse.
+released: no count, no standard error, and no measurement other queries could reuse. Counts that
+earlier measurements already determine are not measured again: the pick is then the largest of
+their least-squares estimates (post-processing, free).
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ def answer(session, query: CompiledQuery, sql: str, params) -> Result:
     recorded = [p for _, n, p in s.ledger.records(NOISY_MAX, table.name) if n == name]
     if recorded:
         return s.executor.answered(lambda: _result(s, query, recorded[-1]["pick"], mechanism, 0.0, recorded=True))
+    counts = query.aggregates[0].blocks[0]
+    exact = s.executor.model(table)
+    if exact.covers(counts):
+        return s.executor.answered(lambda: _measured(s, query, exact.answer(counts)[0], mechanism))
     clique, matrix = _counting(query)
     s.executor.check_affordable(mechanism.cost)
     detail = f"report-noisy-max ({'Confident-GNMax' if asked.threshold is not None else 'GNMax'}) of {query.group_by[0]}"
@@ -97,6 +103,18 @@ def answer(session, query: CompiledQuery, sql: str, params) -> Result:
 
     [release] = s.executor.charged([Pending(table, mechanism.cost, sql, detail, draw)])
     return s.executor.answered(lambda: _result(s, query, release.record.payload["pick"], mechanism, release.cost))
+
+
+def _measured(session, query: CompiledQuery, estimates: np.ndarray, mechanism) -> Result:
+    """The pick from counts measured before: the largest estimate (reaching the threshold, if one is asked)."""
+    estimates = np.asarray(estimates, dtype=float)[_candidates(query)]
+    best = int(np.argmax(estimates))
+    threshold = query.noisy_max.threshold
+    pick = None if threshold is not None and estimates[best] < threshold else best
+    result = _result(session, query, pick, mechanism, 0.0)
+    result.notes = [n for n in result.notes if "only the check" not in n] + [
+        "answered free from earlier measurements of these counts: the value of the largest estimate"]
+    return result
 
 
 def _result(session, query: CompiledQuery, pick: int | None, mechanism, charged: float,
@@ -133,6 +151,10 @@ def plan(session, query: CompiledQuery, mechanism=None) -> str:
                      f"{asked.threshold}, no row is released and only this check is charged "
                      f"({s.amount(mechanism.check.cost)})")
     remaining = s.ledger.remaining()
+    if s.executor.model(table).covers(query.aggregates[0].blocks[0]):
+        lines.append(f"Total cost 0: earlier measurements determine these counts, and the pick is the largest of "
+                     f"their estimates; remaining budget {s.amount(remaining)}")
+        return "\n".join(lines)
     verdict = "fits in" if mechanism.cost <= remaining * (1 + 1e-9) else "EXCEEDS"
     lines.append(f"Total cost at most {s.amount(mechanism.cost)}; {verdict} the remaining budget {s.amount(remaining)}")
     return "\n".join(lines)
