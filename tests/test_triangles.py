@@ -136,3 +136,15 @@ def test_a_broken_bound_refuses_triangles_and_spends_nothing():
 def test_bad_triangle_declarations_are_refused(body, message):
     with pytest.raises(CatalogError, match=message):
         Catalog.from_toml(body)
+
+
+def test_the_shell_describes_the_triangle_table_by_its_nodes():
+    from dpsql.shell.schema import describe_tables
+
+    a, b, w = _bounded_stream(1)
+    _, conn = _connect(a, b, w, epsilon=1.0)
+    tables = {t.name: t for t in describe_tables(conn)}
+    assert [c.name for c in tables["contact_triangles"].columns] == ["node_1", "node_2", "node_3"]
+    assert "counts the triangles" in tables["contact_triangles"].columns[0].description
+    with pytest.raises(dpsql.ProgrammingError):  # its stand-in holds no row, and raw rows are never read
+        conn.cursor().execute("SELECT node_1 FROM contact_triangles")
