@@ -140,9 +140,10 @@ class ConfidenceCheck:
     def std(self) -> float:
         return sqrt(self.noise.variance)
 
-    def passes(self, counts: np.ndarray, rng: RandomSource | None = None) -> bool:
+    def passes(self, counts: np.ndarray, runs: int, rng: RandomSource | None = None) -> np.ndarray:
+        """Whether the check passes, in each of `runs` independent runs."""
         largest = int(np.max(np.asarray(counts, dtype=np.int64)))
-        return largest + int(self.noise.sample(1, rng)[0]) >= self.threshold
+        return largest + self.noise.sample(runs, rng) >= self.threshold
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,18 @@ class ConfidentNoisyMax:
         return self.cost if answered else self.check.cost
 
     def run(self, counts: np.ndarray, rng: RandomSource | None = None) -> int | None:
-        return self.argmax.pick(counts, rng) if self.check.passes(counts, rng) else None
+        """The pick, or None (⊥) when the check fails."""
+        found = int(self.runs(counts, 1, rng)[0])
+        return None if found < 0 else found
+
+    def runs(self, counts: np.ndarray, runs: int, rng: RandomSource | None = None) -> np.ndarray:
+        """`runs` independent outcomes: a pick, or −1 for ⊥ (the pick is drawn only where the check passes)."""
+        rng = _source(rng)
+        passed = self.check.passes(counts, runs, rng)
+        out = np.full(runs, -1, dtype=np.int64)
+        if passed.any():
+            out[passed] = self.argmax.picks(counts, int(passed.sum()), rng)
+        return out
 
 
 def _gaussian(variance: float) -> DiscreteGaussian:

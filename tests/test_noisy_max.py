@@ -127,6 +127,28 @@ def _gnmax_runs(m: int, rho: float, weaken: float = 1.0):
     return run
 
 
+def _confident_runs(rho: float, weaken: float = 1.0):
+    """Confident-GNMax (m = 3, T = 50) on counts (50, 50, 0) against (51, 50, 0): the check near its threshold.
+    The output is the pick, or −1 for ⊥; `weaken` divides both noises' variances."""
+    mech = confident_noisy_max("gaussian", rho, 3, 1, threshold=50)
+    check = type(mech.check)("gaussian", 1, 50, DiscreteGaussian(mech.check.noise.sigma2 / int(weaken)))
+    pick = type(mech.argmax)("gaussian", 3, 1, DiscreteGaussian(mech.argmax.noise.sigma2 / int(weaken)), 3)
+    broken = type(mech)(check, pick)
+
+    def run(neighbour, seed):
+        return broken.runs(np.array([50 + neighbour, 50, 0]), 100_000, RandomSource(seed)).astype(float)
+
+    return run
+
+
+def test_confident_gnmax_audit():
+    """The check and the pick together, at their full charge (the answered case's)."""
+    rho = 0.05
+    claimed = zcdp_to_epsilon(rho, DELTA)
+    assert audit(_confident_runs(rho), DELTA) < claimed
+    assert audit(_confident_runs(rho, weaken=64), DELTA) > claimed  # power check: σ / 8
+
+
 @pytest.mark.parametrize("m", [2, 5])
 def test_gnmax_audit(m):
     rho = 0.05
