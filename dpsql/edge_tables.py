@@ -120,7 +120,7 @@ class Graph:
     def explain(self, role: str) -> str:
         """What EXPLAIN says of the graph's table `role`: the unit, the projection and the sensitivity."""
         what = {EDGES: "the edge count", TRIANGLES: "the triangle count"}.get(role, "the degree histogram (L1)")
-        how = ("its degree bound is declared and checked on every scan" if self.declared else
+        how = ("its degree bound is declared and checked on every scan" if role == TRIANGLES else
                "edges are projected to the declared bound in node-id order (S004)")
         return (f"node DP: the privacy unit is a node of {self.edges}; {how}, so one node changes {what} by at "
                 f"most {self.contribution(role)} (the \"rows per unit\" above)")
