@@ -104,7 +104,7 @@ class NoisyMax:
         return int(self.picks(counts, 1, rng)[0])
 
     def picks(self, counts: np.ndarray, runs: int, rng: RandomSource | None = None) -> np.ndarray:
-        """`runs` independent picks from the same counts (one noise draw for all: for measuring accuracy)."""
+        """`runs` independent picks from the same counts (one call to the sampler for all of them)."""
         counts = np.asarray(counts, dtype=np.int64)
         if counts.shape != (self.candidates,):
             raise ValueError(f"expected {self.candidates} counts, got shape {counts.shape}")
