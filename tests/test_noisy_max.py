@@ -309,3 +309,12 @@ def test_counts_measured_before_answer_the_pick_free(database, tmp_path):
         assert any("earlier measurements" in n for n in cur.result.notes)
         assert _run(conn, "SELECT MODE(kind) FROM pets") == [("dog",)] and conn.session.ledger.spent() == spent
         assert "Total cost 0" in "\n".join(r[0] for r in _run(conn, "EXPLAIN SELECT MODE(kind) FROM pets"))
+
+
+def test_clients_that_ask_first_get_the_one_column_and_nothing_is_spent(database, tmp_path):
+    with _connect(database, tmp_path) as conn:
+        shape = conn.session.describe("SELECT MODE(weight) AS heaviest FROM pets")
+        assert shape.columns == ["heaviest"] and shape.types == ["DOUBLE"] and shape.rows == []
+        shape = conn.session.describe("SELECT kind FROM pets GROUP BY kind ORDER BY COUNT(*) DESC LIMIT 1")
+        assert shape.columns == ["kind"] and shape.types == ["VARCHAR"]
+        assert conn.session.ledger.spent() == 0
