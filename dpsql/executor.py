@@ -208,6 +208,9 @@ class Executor:
         blocks least squares determines are free (a generative model does not answer them)."""
         out: dict[str, tuple[Table, dict[str, Any], list]] = {}
         for q in queries:
+            if q.noisy_max is not None:  # its counts are never measured: only the pick is released
+                raise NotSupportedError(f"{q.sql.strip()!r} is answered by report-noisy-max in a statement of its "
+                                        "own (not in a workload, a subquery or EXPLAIN PARETO)")
             table = q.table
             model = self.model(table) if exact else self.answering(table)
             _, needed, free = out.setdefault(table.name, (table, {}, []))

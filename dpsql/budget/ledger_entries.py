@@ -14,6 +14,7 @@ from typing import Any
 from mechanisms.measurement import Measurement
 
 KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds of records
+NOISY_MAX = "noisy_max"  # a report-noisy-max pick (`dpsql.handlers.noisy_max`), named by its question
 
 
 def released_keys(payload: Any) -> list[str]:
@@ -24,8 +25,8 @@ def released_keys(payload: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class Record:
-    """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT, MODEL), the `name` it is known by
-    within its table (a column; a continual query; "<query>#<t>"; a model's digest), its JSON-able
+    """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT, MODEL, NOISY_MAX), the `name` it is known
+    by within its table (a column; a continual query; "<query>#<t>"; a model's digest; a question's), its JSON-able
     `payload` and the δ it spent."""
 
     kind: str

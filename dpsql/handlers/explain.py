@@ -6,7 +6,7 @@ from typing import Sequence
 
 from dpsql.budget.units import Sizing, checked
 from dpsql.errors import NotSupportedError, ProgrammingError
-from dpsql.handlers import key_release
+from dpsql.handlers import key_release, noisy_max
 from dpsql.answers.post_processing import CompositeQuery, parts_of
 from dpsql.answers.result import Result
 from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, classify, split_statements, take_weight
@@ -35,6 +35,8 @@ def explain(session, sql: str) -> Result:
     if s.protected.reference(sql) is None:
         return s.workspace.run(sql, explain=True)
     compiled = s.compile(sql, weight=weight)
+    if getattr(compiled, "noisy_max", None) is not None:
+        return noisy_max.explain(s, compiled)
     selection = key_release.needed(s, compiled, sql, None, weight)
     if selection is not None:
         return key_release.explain(s, selection)

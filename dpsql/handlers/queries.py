@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from sqlglot import exp
 
-from dpsql.handlers import key_release
+from dpsql.handlers import key_release, noisy_max
 from dpsql.answers.post_processing import CompositeQuery, answers, dry_run, parts_of
 from dpsql.answers.result import Result, assemble
 from dpsql.sql.compiler import parse_statement
@@ -29,6 +29,8 @@ def query(session, sql: str, params: Sequence[Any] | dict | None = None) -> Resu
         with s.ledger.suspended():  # public SQL may run long: other processes need not wait for it
             return s.workspace.run(sql, params)
     compiled = s.compile(sql, params, weight=weight)
+    if getattr(compiled, "noisy_max", None) is not None:
+        return noisy_max.answer(s, compiled, sql, params)
     selection = key_release.needed(s, compiled, sql, params, weight)
     if selection is not None:
         return key_release.release(s, selection, sql, params, weight)
@@ -53,6 +55,8 @@ def describe(session, st: Sql, params) -> Result | None:
         shape = dry_run(compiled.outer, compiled.parts)
         shape.rows, shape.stderr = [], []
         return (shape.with_stderr_columns() if s.stderr_columns else shape) if shape.columns else None
+    if compiled.noisy_max is not None:
+        return noisy_max.describe(compiled)
     if compiled.selection is not None:  # the columns it will have once the keys are released
         selection = compiled.selection
         over = s.catalog.with_keys({(selection.table.name, selection.column): ()})

@@ -16,6 +16,9 @@ A COUNT(*) grouped by a key column whose keys are not released yet compiles to a
 `KeySelection` instead (`CompiledQuery.selection`): the executor releases the keys by
 partition selection, and the query is then compiled again over them.
 
+MODE(x) and `GROUP BY x ORDER BY COUNT(*) DESC LIMIT 1` compile as the counts per value of x that
+report-noisy-max picks from, with a `NoisyMaxQuery` (`CompiledQuery.noisy_max`, `dpsql.sql.noisy_max`).
+
 Everything else is refused with a ProgrammingError that names the construct.
 """
 
@@ -41,6 +44,7 @@ from dpsql.sql.grouping import expression_key, group_label
 from dpsql.sql.grouping_sets import GROUPING_NODES, flatten, grouping_value, is_grouping
 from dpsql.sql.lookups import GroupKey, PublicTables, group_layout, parse_lookups
 from dpsql.sql.protected_joins import protected_join
+from dpsql.sql.noisy_max import NoisyMaxQuery, noisy_max_form
 from mechanisms.workload import Block
 
 RESULT_RELATION = "dp_result"
@@ -78,6 +82,7 @@ class CompiledQuery:
     selection: KeySelection | None = None
     notes: list[str] = field(default_factory=list)  # how the compiler read the query, for `Result.notes`
     grouping_sets: tuple[tuple[int, ...], ...] = ()  # GROUPING SETS/ROLLUP/CUBE: each set's keys (indices in groups)
+    noisy_max: NoisyMaxQuery | None = None  # answered by report-noisy-max over its one COUNT per group
     blocks: list[Block] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +159,14 @@ def compile_tree(
 
 
 def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str, tables) -> CompiledQuery:
+    noisy_max = noisy_max_form(tree)
+    if noisy_max is not None:
+        compiled = _compile_select(noisy_max[0], sql, catalog, label, tables)
+        if compiled.selection is not None:
+            column = compiled.selection.table.column(compiled.selection.column)
+            raise NotSupportedError(f"{column.not_released()}; report-noisy-max picks among released keys")
+        compiled.noisy_max = noisy_max[1]
+        return compiled
     if not isinstance(tree, exp.Select):
         raise NotSupportedError(
             f"only SELECT queries can read a protected table (got {tree.key.upper()}); "

@@ -73,6 +73,10 @@ A *graph* (``[graphs.<edge table>]``, `dpsql.tables.edge_tables`) declares a tab
 privacy unit is a node, with a degree bound, and the node table of projected degrees that
 analysts query beside it.
 
+``confident_mode = true`` lets analysts ask a table for its top group only when the group's count,
+with noise, reaches a threshold (Confident-GNMax, `dpsql.sql.noisy_max`): whether a row comes back,
+and so what is charged, then depends on the data. Off by default.
+
 A table may also declare its size as public (``rows = 48842``), as census-style
 tables often are. It is planning input only: with it the planner costs AIM and
 RAP by simulation and predicts scan times before any COUNT is released. A wrong
@@ -202,16 +206,18 @@ class Catalog:
         max_rows_per_unit: int | None = None, rows: int | None = None, time: str | None = None,
         append_only: bool = False, model: str = "central", protocol: str | None = None,
         epsilon: float | None = None, options: dict | None = None, opt_in: str | None = None,
+        confident_mode: bool = False,
     ) -> Table:
         """Declare a protected table from {column: declaration}, optionally with a privacy unit:
         a column name, or {"foreign_key": column, "references": "table.column"} naming a
         protected table declared before, whose unit becomes this table's; `rows` declares
         the table's size public; `time` and `append_only` declare a stream (continual queries);
         `model="local"` with `protocol`, `epsilon` and the protocol's `options` a table of local-DP reports
-        (`opt_in`: the central table of the users who opted in, the hybrid model)."""
+        (`opt_in`: the central table of the users who opted in, the hybrid model); `confident_mode` allows
+        Confident-GNMax top-group queries."""
         previous = self.tables.get(name.lower())
         settings = {"privacy_unit": privacy_unit, "max_rows_per_unit": max_rows_per_unit, "rows": rows, "time": time,
-                    "append_only": append_only, **({"model": model, "protocol": protocol, "epsilon": epsilon,
+                    "append_only": append_only, "confident_mode": confident_mode, **({"model": model, "protocol": protocol, "epsilon": epsilon,
                                                     **(options or {}), "opt_in": opt_in} if model != CENTRAL else {})}
         table = self._declare(name, columns, {k: v for k, v in settings.items() if v is not None})
         try:
@@ -226,13 +232,15 @@ class Catalog:
 
     def add_graph(self, edges: str, source: str, target: str, degrees: str, *, max_degree: int | None = None,
                   max_out_degree: int | None = None, max_in_degree: int | None = None,
-                  directed: bool = False, time: str | None = None, bound: str = "projected") -> Graph:
+                  directed: bool = False, time: str | None = None, bound: str = "projected",
+                  triangles: str | None = None) -> Graph:
         """Declare a graph (`dpsql.tables.edge_tables`): edge table `edges` with endpoint columns `source` and
         `target`, a degree bound (forced by projection, or `bound="declared"`), optionally the edges'
-        arrival `time`, and `degrees`, the name of its node table."""
+        arrival `time`, `degrees`, the name of its node table, and `triangles`, of its table of triangles."""
         spec = {"source": source, "target": target, "degrees": degrees, "directed": directed, "bound": bound,
                 **{k: v for k, v in (("max_degree", max_degree), ("max_out_degree", max_out_degree),
-                                     ("max_in_degree", max_in_degree), ("time", time)) if v is not None}}
+                                     ("max_in_degree", max_in_degree), ("time", time), ("triangles", triangles))
+                   if v is not None}}
         graph = parse_graph(edges, spec)
         self._declare_graph(graph)
         return graph
@@ -258,7 +266,7 @@ class Catalog:
 
     def _declare_graph(self, graph: Graph) -> None:
         """The graph's edge table and node table, under names no other table has."""
-        for name in (graph.edges, graph.nodes):
+        for name in (graph.edges, graph.nodes, *([graph.triangles] if graph.triangles else [])):
             if name.lower() in self.tables:
                 raise CatalogError(f"table {name!r} is declared twice (table names are case-insensitive)")
         columns = {c: parse_column(c, d) for c, d in graph.degree_columns().items()}

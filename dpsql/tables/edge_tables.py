@@ -11,6 +11,7 @@ max_degree = 20                  # D; a directed graph declares max_out_degree a
 degrees = "contact_degrees"      # the node table: one row per node, its `degree`
 time = "since"                   # optional: when each edge arrived (continual queries)
 bound = "projected"              # default; "declared": the owner guarantees the bound (below)
+triangles = "contact_triangles"  # optional, with bound = "declared": the table of triangles (below)
 ```
 
 Two protected tables come of it. ``contacts`` answers ``COUNT(*)``: the edges. The node
@@ -28,6 +29,14 @@ D_in + D_out) and the degree histogram by at most 1 + 2·that in L1 (`contributi
 sensitivities every measurement of the two tables is multiplied by. Nothing depends on the
 data keeping its declared bound: a node above it loses edges, and privacy holds either way.
 Only node ids that appear in an edge are nodes (an isolated node is not seen).
+
+**Triangles** (`mechanisms.graphs.triangles`): a graph with ``bound = "declared"`` may name a third
+table, one row per triangle of its (undirected) graph and no column, whose ``COUNT(*)`` is the
+triangle count, one-shot or continual: one node changes it, and its whole difference sequence, by
+at most the triangles it is in, C(D, 2) (S004 Lemma 6.5.2(2); C(D_in + D_out, 2) directed). The
+bound is checked on every scan, as for continual queries. A projected graph has no triangle table:
+removing one node can change which edges the projection keeps far from it, and the projected
+triangle count by more than C(D, 2).
 
 **Continual release** (`dpsql.releases.continual`; the seed's SENSDIFF, S004 Algorithm 5) needs a
 bound that holds in every window: a projected sequence has none (S004 Lemma 6.4.2). So a
@@ -58,11 +67,13 @@ import numpy as np
 from dpsql.tables.columns import Column
 from dpsql.errors import CatalogError, NotSupportedError
 from mechanisms.domain import Domain
-from mechanisms.graphs import DegreeBound, DegreeHistogram, EdgeCount, GraphSequence, project
+from mechanisms.graphs import DegreeBound, DegreeHistogram, EdgeCount, GraphSequence, Triangles, project, \
+    triangle_windows
 from mechanisms.graphs.sequence import DEGREE, IN, OUT
 
-EDGES, NODES = "edges", "nodes"  # the two tables of a graph declaration
-_KEYS = {"source", "target", "directed", "max_degree", "max_in_degree", "max_out_degree", "degrees", "time", "bound"}
+EDGES, NODES, TRIANGLES = "edges", "nodes", "triangles"  # the tables of a graph declaration
+_KEYS = {"source", "target", "directed", "max_degree", "max_in_degree", "max_out_degree", "degrees", "time", "bound",
+         "triangles"}
 PROJECTED, DECLARED = "projected", "declared"  # how the degree bound holds: forced by projection, or promised
 MAX_DEGREE = 10_000
 
@@ -78,6 +89,7 @@ class Graph:
     nodes: str
     time: str | None = None  # the edge table's column of arrival times
     declared: bool = False  # the owner guarantees the bound in every window (continual queries)
+    triangles: str | None = None  # the table of triangles (a declared bound only)
 
     @property
     def directed(self) -> bool:
@@ -99,16 +111,19 @@ class Graph:
         ≤ D_in + D_out (`projection`, property 3): 1 + 2(D_in + D_out), the undirected form."""
         if role == EDGES:
             return EdgeCount().sensitivity(self.bound, 1, projected=True).l1
+        if role == TRIANGLES:
+            return Triangles().sensitivity(self.bound, 1).l1
         if not self.directed:
             return DegreeHistogram(DEGREE).sensitivity(self.bound, 1, projected=True).l1
         return 1 + 2 * self.bound.edges
 
     def explain(self, role: str) -> str:
         """What EXPLAIN says of the graph's table `role`: the unit, the projection and the sensitivity."""
-        what = "the edge count" if role == EDGES else "the degree histogram (L1)"
-        return (f"node DP: the privacy unit is a node of {self.edges}; edges are projected to the declared bound "
-                f"in node-id order (S004), so one node changes {what} by at most {self.contribution(role)} "
-                "(the \"rows per unit\" above)")
+        what = {EDGES: "the edge count", TRIANGLES: "the triangle count"}.get(role, "the degree histogram (L1)")
+        how = ("its degree bound is declared and checked on every scan" if role == TRIANGLES else
+               "edges are projected to the declared bound in node-id order (S004)")
+        return (f"node DP: the privacy unit is a node of {self.edges}; {how}, so one node changes {what} by at "
+                f"most {self.contribution(role)} (the \"rows per unit\" above)")
 
     def stream_contribution(self, role: str, horizon: int) -> int:
         """The most one node changes the whole difference sequence over `horizon` windows (L1): the
@@ -120,6 +135,8 @@ class Graph:
                 "bound = \"declared\" (the owner guarantees the bound in every window)")
         if role == EDGES:
             return EdgeCount().sensitivity(self.bound, horizon).l1
+        if role == TRIANGLES:
+            return Triangles().sensitivity(self.bound, horizon).l1
         if self.directed:
             raise NotSupportedError("continual queries over a directed graph's degrees are not supported (the seed "
                                     "bounds each degree kind's histogram, not their joint one)")
@@ -130,7 +147,8 @@ class Graph:
                  else f"degree ≤ {self.bound.degree}")
         how = "guaranteed" if self.declared else "projected to"
         return (f"graph {self.edges} ({self.source} {'->' if self.directed else '--'} {self.target}), node DP, "
-                f"{how} {bound}; nodes in {self.nodes}" + (f"; arriving by {self.time}" if self.time else ""))
+                f"{how} {bound}; nodes in {self.nodes}" + (f"; arriving by {self.time}" if self.time else "")
+                + (f"; triangles in {self.triangles}" if self.triangles else ""))
 
 
 def parse_graph(name: str, spec: Any) -> Graph:
@@ -151,6 +169,10 @@ def parse_graph(name: str, spec: Any) -> Graph:
         raise CatalogError(f"{where}: source and target must be two columns")
     if names["degrees"].lower() == name.lower():
         raise CatalogError(f"{where}: the node table needs a name of its own")
+    triangles = spec.get("triangles")
+    if triangles is not None and (not isinstance(triangles, str) or not triangles or
+                                  triangles.lower() in (name.lower(), names["degrees"].lower())):
+        raise CatalogError(f"{where}: triangles names the table of triangles, a name of its own")
     time = spec.get("time")
     if time is not None and (not isinstance(time, str) or not time):
         raise CatalogError(f"{where}: time names the column of each edge's arrival time")
@@ -174,7 +196,13 @@ def parse_graph(name: str, spec: Any) -> Graph:
         bounds[key] = value
     bound = (DegreeBound(out_degree=bounds["max_out_degree"], in_degree=bounds["max_in_degree"]) if directed
              else DegreeBound(bounds["max_degree"]))
-    return Graph(name, names["source"], names["target"], bound, names["degrees"], time, how == DECLARED)
+    if triangles is not None and not directed and bounds["max_degree"] < 2:
+        raise CatalogError(f"{where}: a graph of degree at most 1 has no triangles; drop triangles")
+    if triangles is not None and how != DECLARED:
+        raise CatalogError(f"{where}: a table of triangles needs bound = \"{DECLARED}\": the projection does not bound "
+                           "how much one node changes the triangle count (removing it can change which edges are "
+                           "kept far from it); the owner must guarantee the degree bound")
+    return Graph(name, names["source"], names["target"], bound, names["degrees"], time, how == DECLARED, triangles)
 
 
 _WHAT = {"source": "column of each edge's first node", "target": "column of each edge's second node",
@@ -193,8 +221,13 @@ def projected_degrees(graph: Graph, src: np.ndarray, dst: np.ndarray, nodes: int
 def graph_marginals(graph: Graph, role: str, domain: Domain, cliques: list[tuple[str, ...]], src: np.ndarray,
                     dst: np.ndarray) -> dict[tuple[str, ...], np.ndarray]:
     """The marginals of a graph's edge table (its count) or node table (its degree histogram, over `domain`)
-    after the projection, from the cleaned edges (`dpsql.tables.graph_tables.edges_sql`)."""
+    after the projection, or of its table of triangles (its count; BoundBroken when the data breaks the declared
+    bound), from the cleaned edges (`dpsql.tables.graph_tables.edges_sql`)."""
     nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    if role == TRIANGLES:
+        check_declared(graph, src, dst)
+        count = len(triangle_windows(src, dst, np.zeros(src.size, dtype=np.int64)))
+        return {q: np.asarray([count]) for q in cliques}
     degrees = projected_degrees(graph, src, dst, nodes)
     if role == EDGES:
         return {q: np.asarray([int(degrees[:, 0].sum()) // (1 if graph.directed else 2)]) for q in cliques}
@@ -233,17 +266,27 @@ class BoundBroken(Exception):
     """The data breaks a declared degree bound: the owner's error; nothing may be released."""
 
 
+def check_declared(graph: Graph, src: np.ndarray, dst: np.ndarray) -> None:
+    """Raise BoundBroken unless every node of the cleaned edges is within the declared bound."""
+    if graph.directed:
+        broken = np.bincount(dst).max(initial=0) > graph.bound.in_degree or \
+            np.bincount(src).max(initial=0) > graph.bound.out_degree
+    else:
+        broken = np.bincount(np.concatenate([src, dst])).max(initial=0) > graph.bound.degree
+    if broken:
+        raise BoundBroken(f"a node of {graph.edges!r} has more edges than its declared bound")
+
+
 def window_changes(graph: Graph, role: str, src: np.ndarray, dst: np.ndarray, windows: np.ndarray
                    ) -> dict[str, np.ndarray]:
     """Rows (`w`, the role's columns, `n`) whose sums of `n` per window and cell are the difference sequence
     of the table `role` of a graph with a declared bound: EDGES, each edge's window (no column); NODES, per
     edge end, the node leaving its degree's bin (−1, unless it had none: it arrives) and entering the next
-    (+1). Edges before the first window count in it. Raises BoundBroken when a degree passes the bound."""
+    (+1); TRIANGLES, each triangle's window (its last edge's). Edges before the first window count in it. Raises
+    BoundBroken when a degree passes the bound."""
     windows = np.maximum(np.asarray(windows, dtype=np.int64), 0)
     if graph.directed:
-        ins, outs = np.bincount(dst), np.bincount(src)
-        if ins.max(initial=0) > graph.bound.in_degree or outs.max(initial=0) > graph.bound.out_degree:
-            raise BoundBroken(f"a node of {graph.edges!r} has more edges than its declared bound")
+        check_declared(graph, src, dst)
     ends, when = np.concatenate([src, dst]), np.concatenate([windows, windows])
     order = np.lexsort((when, ends))  # each node's edge ends in window order
     ends, when = ends[order], when[order]
@@ -253,6 +296,9 @@ def window_changes(graph: Graph, role: str, src: np.ndarray, dst: np.ndarray, wi
         raise BoundBroken(f"a node of {graph.edges!r} has more edges than its declared bound")
     if role == EDGES:
         return {"w": windows, "n": np.ones(windows.size, dtype=np.int64)}
+    if role == TRIANGLES:
+        arrivals = triangle_windows(src, dst, windows)
+        return {"w": arrivals, "n": np.ones(arrivals.size, dtype=np.int64)}
     if graph.directed:
         raise NotSupportedError("continual queries over a directed graph's degrees are not supported")
     left = degree > 1  # the end moves its node out of bin degree − 1 (a node's first edge: it arrives)
@@ -260,5 +306,5 @@ def window_changes(graph: Graph, role: str, src: np.ndarray, dst: np.ndarray, wi
             "n": np.concatenate([np.ones(degree.size, np.int64), -np.ones(int(left.sum()), np.int64)])}
 
 
-__all__ = ["DECLARED", "EDGES", "NODES", "PROJECTED", "BoundBroken", "Graph", "graph_marginals", "graph_window_counts",
-           "parse_graph", "projected_degrees", "window_changes"]
+__all__ = ["DECLARED", "EDGES", "NODES", "PROJECTED", "TRIANGLES", "BoundBroken", "Graph", "check_declared",
+           "graph_marginals", "graph_window_counts", "parse_graph", "projected_degrees", "window_changes"]

@@ -16,8 +16,8 @@ import numpy as np
 
 from dpsql.errors import OperationalError
 from dpsql.tables.columns import quote_identifier
-from dpsql.tables.edge_tables import EDGES, NODES, BoundBroken, Graph, graph_marginals, graph_window_counts, \
-    window_changes
+from dpsql.tables.edge_tables import EDGES, NODES, TRIANGLES, BoundBroken, Graph, graph_marginals, \
+    graph_window_counts, window_changes
 from dpsql.tables.table import Relation, Table
 
 BOUND_BROKEN = (  # said the same whatever node broke it: the owner's promise is what failed
@@ -80,8 +80,12 @@ class GraphTable(Table):
     def count_marginals(self, backend, cliques: list[tuple[str, ...]], key: str | None, within) -> dict:
         edges = backend.run(edges_sql(self.graph, backend.relation), ["s", "t", "w"],
                             f"reading the edges of {self.graph.edges!r}")
-        return graph_marginals(self.graph, self.role, self.domain, cliques, np.asarray(edges["s"], dtype=np.int64),
-                               np.asarray(edges["t"], dtype=np.int64))
+        try:
+            return graph_marginals(self.graph, self.role, self.domain, cliques,
+                                   np.asarray(edges["s"], dtype=np.int64), np.asarray(edges["t"], dtype=np.int64))
+        except BoundBroken as e:
+            log.error("%s: the data breaks the catalog's declared degree bound", e)
+            raise OperationalError(BOUND_BROKEN) from None
 
     def count_windows(self, backend, group: tuple[str, ...], where_sql: str, window_sql: str, first: int,
                       last: int, key: str | None):
@@ -120,7 +124,27 @@ class GraphNodeTable(GraphTable):
     role = NODES
 
 
-def graph_tables(graph: Graph, nodes_columns: dict) -> tuple[GraphEdgeTable, GraphNodeTable]:
-    """The graph's edge table and node table (`nodes_columns`: its degree columns, declared)."""
-    return (GraphEdgeTable(graph.edges, {}, time_column=graph.time, graph=graph),
-            GraphNodeTable(graph.nodes, nodes_columns, time_column=graph.time, graph=graph))
+@dataclass
+class GraphTriangleTable(GraphTable):
+    """A graph's table of triangles (a declared bound only): COUNT(*) counts them."""
+
+    kind = "graph triangles"
+    role = TRIANGLES
+    needs_columns = False
+
+    def stand_in_columns(self) -> list[tuple[str, str, bool]]:
+        """A triangle's three nodes (which no query may read)."""
+        return [(f"node_{i}", "VARCHAR", False) for i in (1, 2, 3)]
+
+    def stand_in_note(self) -> str:
+        return "node id (a triangle's node): COUNT(*) counts the triangles"
+
+
+def graph_tables(graph: Graph, nodes_columns: dict) -> list[GraphTable]:
+    """The graph's edge table, node table (`nodes_columns`: its degree columns, declared) and, if it names
+    one, its table of triangles."""
+    tables = [GraphEdgeTable(graph.edges, {}, time_column=graph.time, graph=graph),
+              GraphNodeTable(graph.nodes, nodes_columns, time_column=graph.time, graph=graph)]
+    if graph.triangles:
+        tables.append(GraphTriangleTable(graph.triangles, {}, time_column=graph.time, graph=graph))
+    return tables

@@ -53,8 +53,9 @@ def check_joinable(tables: list[Table]) -> None:
     for table in tables:
         if table.unit is None:
             raise NotSupportedError(
-                f"table {table.name!r} has no privacy unit, so a join cannot bound what one person contributes: "
-                "declare its privacy_unit (and max_rows_per_unit) to join it with other protected tables")
+                f"table {table.name!r} has no privacy unit: joins of protected tables need one to bound what one "
+                "person contributes; declare its privacy_unit (and max_rows_per_unit) to join it with other "
+                "protected tables")
     roots = {unit_root(t) for t in tables}
     if len(roots) > 1:
         raise NotSupportedError(f"the joined tables have different privacy units ({', '.join(sorted(roots))}): "

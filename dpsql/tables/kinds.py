@@ -18,7 +18,7 @@ from dpsql.tables.unit_bounded import UnitBoundedTable
 
 KINDS: tuple[type[Table], ...] = (HybridTable, LocalReportTable, StreamTable, UnitBoundedTable, RowTable)
 CENTRAL, LOCAL = "central", "local"  # who randomizes a table's rows: dpsql (central DP) or each user's device
-SETTINGS = ("privacy_unit", "max_rows_per_unit", "rows", "time", "append_only", "model", "protocol", "epsilon",
+SETTINGS = ("privacy_unit", "max_rows_per_unit", "rows", "time", "append_only", "confident_mode", "model", "protocol", "epsilon",
             *OPTIONS, "opt_in")  # the keys a table declaration may have beside its columns
 
 
@@ -31,5 +31,10 @@ def declared_table(name: str, columns: dict, settings: dict) -> Table:
         raise CatalogError(f"table {name!r}: protocol and epsilon declare a local table (model = \"local\")")
     if not isinstance(settings.get("append_only", False), bool):
         raise CatalogError(f"table {name!r}: append_only is true or false, and needs time = \"<column>\"")
+    confident = settings.get("confident_mode", False)
+    if not isinstance(confident, bool):
+        raise CatalogError(f"table {name!r}: confident_mode is true or false")
     kind = next(k for k in KINDS if k.declares(settings))
-    return kind.declared(name, columns, settings)
+    table = kind.declared(name, columns, settings)
+    table.confident_mode = confident
+    return table

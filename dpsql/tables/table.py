@@ -39,6 +39,7 @@ class Table:
     columns: dict[str, Column]
     public_rows: int | None = None  # the size, declared public by the data owner (planning input only)
     time_column: str | None = None  # the time each row belongs to (continual queries over a stream)
+    confident_mode: bool = field(default=False, kw_only=True)  # the owner allows Confident-GNMax (`dpsql.sql.noisy_max`)
     domain: Domain = field(init=False)
 
     def __post_init__(self) -> None:

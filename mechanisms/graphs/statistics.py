@@ -2,7 +2,7 @@
 
 S004 §6.2.4 (L1243–1247) and §6.5: the edge count, the number of nodes of degree ≥ τ
 (highDeg), the degree histogram, and k-star counts — with out-/in-degree versions for
-directed graphs. (Triangles, C(D,2) by Lemma 6.5.2(2), are not here.) Each is released
+directed graphs (triangles, C(D,2) by Lemma 6.5.2(2): `triangles`). Each is released
 through its difference sequence Δ_t = f(G_t) − f(G_{t−1}), f(G_0) = 0 (Algorithm 5,
 L1279–1289): T rows of `bins` values, whose prefix sums are f(G_t).
 
