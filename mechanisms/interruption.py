@@ -44,4 +44,18 @@ def stopping_when(check: Callable[[float], None] | None) -> Iterator[None]:
         _check.reset(token)
 
 
-__all__ = ["Interrupted", "checkpoint", "stopping_when"]
+@contextmanager
+def recording(announced: list[float]) -> Iterator[None]:
+    """Run the block with every checkpoint's work appended to `announced`, still checked by the installed check."""
+    outer = _check.get()
+
+    def record(work: float) -> None:
+        announced.append(work)
+        if outer is not None:
+            outer(work)
+
+    with stopping_when(record):
+        yield
+
+
+__all__ = ["Interrupted", "checkpoint", "recording", "stopping_when"]

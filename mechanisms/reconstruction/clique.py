@@ -42,6 +42,7 @@ from mechanisms.arrays import pinv, to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Matrix, Ones, Weighted, to_spec
 from mechanisms.measurement import Measurement
+from mechanisms.work_cache import WorkCache
 from mechanisms.workload import Block
 
 DENSE_LIMIT = 4096
@@ -142,6 +143,18 @@ def _digest(a: Matrix) -> str:
     return h.hexdigest()
 
 
+# Pseudo-inverses of explicit factors by content, across models of this process (planning costs a strategy's
+# error and answering then solves with the same strategy; an SVD costs milliseconds).
+_PINVS = WorkCache(64, max_bytes=64 << 20, size=lambda p: 8 * p.shape[0] * p.shape[1])
+
+
+def _pinv(factor: Matrix) -> Matrix:
+    """`factor.pinv()`, kept by content for explicit (dense) factors."""
+    if not isinstance(factor, Dense):
+        return factor.pinv()
+    return _PINVS.get((xp().__name__, _digest(factor)), factor.pinv)
+
+
 class _Aligned:
     """A strategy as weight · ⊗ factors, each factor spanning consecutive clique attributes."""
 
@@ -174,7 +187,7 @@ class _KroneckerSolver:
 
     def __init__(self, strategy: Matrix, sizes: tuple[int, ...], values, variance: float):
         self.aligned = _Aligned(strategy, sizes)
-        self.pinvs = [f.pinv() for f in self.aligned.factors]
+        self.pinvs = [_pinv(f) for f in self.aligned.factors]
         self.values = values
         self.scale = variance / self.aligned.weight**2
 
