@@ -45,13 +45,14 @@ def stopping_when(check: Callable[[float], None] | None) -> Iterator[None]:
 
 
 @contextmanager
-def recording(announced: list[float]) -> Iterator[None]:
-    """Run the block with every checkpoint's work appended to `announced`, still checked by the installed check."""
+def recording(announced: list[float], checked: int = 0) -> Iterator[None]:
+    """Run the block with every checkpoint's work appended to `announced`, still checked by the installed
+    check, except the first `checked` ones (the caller checked them already)."""
     outer = _check.get()
 
     def record(work: float) -> None:
         announced.append(work)
-        if outer is not None:
+        if outer is not None and len(announced) > checked:
             outer(work)
 
     with stopping_when(record):

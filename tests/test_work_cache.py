@@ -33,26 +33,36 @@ def test_a_hit_announces_the_work_the_computation_announced():
     assert seen == [5.0, 7.0, 11.0, 5.0, 7.0, 11.0]
 
 
-def test_a_stopped_computation_is_not_kept_and_a_hit_stops_where_it_stopped():
+def _budget(limit, seen):
+    spent = [0.0]
+
+    def check(w):
+        seen.append(w)
+        spent[0] += w
+        if spent[0] > limit:
+            raise Interrupted("over")
+    return check
+
+
+def test_a_stopped_computation_announces_its_work_again_and_runs_only_when_let_through():
     cache = WorkCache()
-    compute, calls = _counting([5.0, 7.0])
-
-    def budget(limit):
-        spent = [0.0]
-
-        def check(w):
-            spent[0] += w
-            if spent[0] > limit:
-                raise Interrupted("over")
-        return check
-
-    with stopping_when(budget(6.0)), pytest.raises(Interrupted):
+    compute, calls = _counting([5.0, 7.0, 11.0])
+    seen: list[float] = []
+    with stopping_when(_budget(6.0, seen)), pytest.raises(Interrupted):
         cache.get("k", compute)
-    with stopping_when(budget(100.0)):
-        assert cache.get("k", compute) == 2  # computed again: the stopped run was not kept
-    with stopping_when(budget(6.0)), pytest.raises(Interrupted):
-        cache.get("k", compute)  # the hit stops under the budget that stopped the computation
-    assert calls == [1, 1]
+    assert calls == [1] and seen == [5.0, 7.0]
+    seen.clear()
+    with stopping_when(_budget(6.0, seen)), pytest.raises(Interrupted):
+        cache.get("k", compute)  # stopped again where it stopped, without computing
+    assert calls == [1] and seen == [5.0, 7.0]
+    seen.clear()
+    with stopping_when(_budget(100.0, seen)):
+        assert cache.get("k", compute) == 2  # let through: computed, each work checked once
+    assert calls == [1, 1] and seen == [5.0, 7.0, 11.0]
+    seen.clear()
+    with stopping_when(_budget(20.0, seen)), pytest.raises(Interrupted):
+        cache.get("k", compute)  # kept now, and a hit stops under the budget that would stop the computation
+    assert calls == [1, 1] and seen == [5.0, 7.0, 11.0]
 
 
 def test_entries_and_bytes_are_bounded():

@@ -98,6 +98,9 @@ class Marginals:
         return shares, f(shares)
 
     def _optimize(self, blocks: list[Block]) -> tuple[list[Clique], np.ndarray, float]:
+        return _SHARES.get((self.noise, *_declared(self.domain, blocks)), lambda: self._optimized(blocks))
+
+    def _optimized(self, blocks: list[Block]) -> tuple[list[Clique], np.ndarray, float]:
         cliques = list(dict.fromkeys(b.attributes(self.domain) for b in blocks if b.terms))
         if not cliques:
             return [], np.zeros(0), 0.0
@@ -142,10 +145,7 @@ class MarginalPlanner:
     def plan(self, blocks: list[Block]) -> BundlePlan:
         key = self._key(blocks)
         if key not in self._plans:
-            declared = tuple((b.fingerprint(self.domain), b.weight) for b in blocks if b.terms)
-            attributes = self.domain.canonical(a for b in blocks for a in b.attributes(self.domain))
-            self._plans[key] = _BUNDLES.get((self.noise, attributes, self.domain.shape(attributes), declared),
-                                            lambda: self._bundle(blocks))
+            self._plans[key] = _BUNDLES.get((self.noise, *_declared(self.domain, blocks)), lambda: self._bundle(blocks))
         return self._plans[key]
 
     def _bundle(self, blocks: list[Block]) -> BundlePlan:
@@ -174,8 +174,15 @@ class MarginalPlanner:
         return [Allocation(c, float(s), None, 1.0) for c, s in zip(plan.cliques, plan.share) if s > 0]
 
 
-# Bundle plans kept across planning calls of this process, by the blocks' declarations (small ones only: a
-# plan of millions of marginals is not kept).
+def _declared(domain: Domain, blocks: list[Block]) -> tuple:
+    """What a family's optimization of `blocks` reads: their attributes' sizes and queries (in order)."""
+    attributes = domain.canonical(a for b in blocks for a in b.attributes(domain))
+    return attributes, domain.shape(attributes), tuple((b.fingerprint(domain), b.weight) for b in blocks if b.terms)
+
+
+# Optimized shares kept across planning calls of this process, by `_declared` (small ones only: a plan of
+# millions of marginals is not kept).
+_SHARES = WorkCache(256, max_bytes=16 << 20, size=lambda solved: 64 * len(solved[0]))
 _BUNDLES = WorkCache(64, max_bytes=16 << 20, size=lambda plan: 64 * len(plan.cliques))
 
 
