@@ -38,7 +38,7 @@ from math import prod
 
 import numpy as np
 
-from mechanisms.arrays import pinv, to_numpy, xp
+from mechanisms.arrays import kron, pinv, to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Matrix, Ones, Weighted, to_spec
 from mechanisms.measurement import Measurement
@@ -114,7 +114,7 @@ def _times(g, a: Matrix):
 def _kron_vectors(vectors):
     out = xp().ones(1)
     for v in vectors:
-        out = xp().kron(out, v)
+        out = kron(out, v)
     return out
 
 
@@ -122,7 +122,7 @@ def _kron_matrices(mats):
     """⊗ mats; the empty product (a factor over no attributes) is the 1×1 identity."""
     out = xp().ones((1, 1))
     for a in mats:
-        out = xp().kron(out, a)
+        out = kron(out, a)
     return out
 
 
