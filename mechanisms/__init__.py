@@ -9,7 +9,8 @@ Each module is one concept:
 - noise and accounting: `noise` (exact discrete Gaussian/Laplace samplers), `accounting`
   (zCDP ↔ (ε, δ), amounts, the optimal budget split), `exponential`
   (exact exponential mechanism and selection budgets), `interruption` (checkpoints where
-  long computations may be stopped);
+  long computations may be stopped), `work_cache` (pure optimizations kept across calls of a
+  process, announcing their work again when reused);
 - strategies: `hdmm/` (HDMM's optimizers), `ranges/` (trees, wavelets, their choice),
   `residual` (ResidualPlanner's residual-basis strategies), `factorization` (the optimal
   linear strategy, with its dual certificate);

@@ -44,4 +44,19 @@ def stopping_when(check: Callable[[float], None] | None) -> Iterator[None]:
         _check.reset(token)
 
 
-__all__ = ["Interrupted", "checkpoint", "stopping_when"]
+@contextmanager
+def recording(announced: list[float], checked: int = 0) -> Iterator[None]:
+    """Run the block with every checkpoint's work appended to `announced`, still checked by the installed
+    check, except the first `checked` ones (the caller checked them already)."""
+    outer = _check.get()
+
+    def record(work: float) -> None:
+        announced.append(work)
+        if outer is not None and len(announced) > checked:
+            outer(work)
+
+    with stopping_when(record):
+        yield
+
+
+__all__ = ["Interrupted", "checkpoint", "recording", "stopping_when"]

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from mechanisms.arrays import to_numpy
+from mechanisms.arrays import kron, to_numpy
 from mechanisms.domain import Domain
 from mechanisms.matrices import Diagonal, Identity, Matrix, Ones
 from mechanisms.workload import Block
@@ -127,7 +127,7 @@ def row_moments(
         for coef, moments in pairs:
             vec = np.ones(1)
             for name, (centred, constant) in zip(union, moments):
-                vec = np.kron(vec, centred if name in s else constant)
+                vec = kron(vec, centred if name in s else constant)
             out += v * coef * vec
     return out
 

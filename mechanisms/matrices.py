@@ -19,7 +19,7 @@ from math import prod
 
 import numpy as np
 
-from mechanisms.arrays import pinv, to_numpy, xp
+from mechanisms.arrays import kron, pinv, to_numpy, xp
 
 # Largest number of entries the default `Matrix.pinv` densifies.
 PINV_DENSE_LIMIT = 1 << 24
@@ -380,20 +380,20 @@ class Sum(Matrix):
         """
         m = xp()
         eps = float(m.finfo(float).eps)
-        kron = [_as_weighted_kronecker(t) for t in self.terms]
-        aligned = all(k is not None for k in kron) and len(
-            {tuple(f.shape for f in k[1]) for k in kron}
+        products = [_as_weighted_kronecker(t) for t in self.terms]
+        aligned = all(k is not None for k in products) and len(
+            {tuple(f.shape for f in k[1]) for k in products}
         ) == 1
         if p == 2 and aligned:
             total, bound = 0, 0
-            for c1, f1 in kron:
-                norms = reduce(m.kron, [(f.dense() ** 2).sum(axis=0) for f in f1], m.ones(1))
+            for c1, f1 in products:
+                norms = reduce(kron, [(f.dense() ** 2).sum(axis=0) for f in f1], m.ones(1))
                 bound = bound + abs(c1) * m.sqrt(norms)
-                for c2, f2 in kron:
+                for c2, f2 in products:
                     cols = [(a.dense() * b.dense()).sum(axis=0) for a, b in zip(f1, f2)]
-                    total = total + c1 * c2 * reduce(m.kron, cols, m.ones(1))
-            rows = max((f.shape[0] for _, fs in kron for f in fs), default=1)
-            margin = 2 * (len(kron) ** 2 + len(kron[0][1]) + rows) * eps * bound**2
+                    total = total + c1 * c2 * reduce(kron, cols, m.ones(1))
+            rows = max((f.shape[0] for _, fs in products for f in fs), default=1)
+            margin = 2 * (len(products) ** 2 + len(products[0][1]) + rows) * eps * bound**2
             return m.maximum(total, 0.0) + margin
         if self.shape[0] * self.shape[1] <= 10_000_000:
             dense = m.abs(self.dense())
@@ -468,13 +468,13 @@ class Kronecker(Matrix):
         return Kronecker([f.transpose() for f in self.factors])
 
     def dense(self):
-        return reduce(xp().kron, (f.dense() for f in self.factors), xp().ones((1, 1)))
+        return reduce(kron, (f.dense() for f in self.factors), xp().ones((1, 1)))
 
     def gram(self) -> Matrix:
         return Kronecker([f.gram() for f in self.factors])
 
     def column_norms(self, p: int):
-        return reduce(xp().kron, (f.column_norms(p) for f in self.factors), xp().ones(1))
+        return reduce(kron, (f.column_norms(p) for f in self.factors), xp().ones(1))
 
     def sensitivity(self, p: int) -> float:
         return float(prod(f.sensitivity(p) for f in self.factors))

@@ -129,8 +129,35 @@ def release(
         noise = discrete_gaussian_vector(cal.scale, len(answer.units), rng)
     else:
         noise = discrete_laplace_vector(cal.scale, len(answer.units), rng)
-    released = [float(answer.step * (a + int(z))) for a, z in zip(answer.units, noise)]
-    return np.asarray(released, dtype=float), cal
+    return _on_lattice(answer.step, answer.units, noise), cal
+
+
+_EXACT_DOUBLE = 2**53  # integers up to this are doubles exactly
+_SAFE_INT64 = 2**62  # two int64 values below this add without overflow
+
+
+def _below(values: np.ndarray, bound: int) -> bool:
+    """Every |value| < bound (min and max compared, so int64's most negative value cannot wrap)."""
+    return -bound < int(values.min()) and int(values.max()) < bound
+
+
+def _on_lattice(step: Fraction, units: list[int], noise) -> np.ndarray:
+    """γ·(unit + noise) per entry as the double nearest the exact value (what float(Fraction) gives).
+
+    With γ = p/q, that double is p·(unit + noise) / q correctly rounded. When p·|unit + noise| and q
+    are at most 2^53 (doubles exactly), one IEEE division of the two doubles is that correctly
+    rounded quotient, so the array is computed in numpy; otherwise by Python integers'
+    true division (also correctly rounded)."""
+    p, q = step.numerator, step.denominator
+    try:
+        a, z = np.asarray(units, dtype=np.int64), np.asarray(noise, dtype=np.int64)
+    except OverflowError:  # entries past int64: Python integers
+        a = z = None
+    if a is not None and a.size and q <= _EXACT_DOUBLE and _below(a, _SAFE_INT64) and _below(z, _SAFE_INT64):
+        total = a + z
+        if _below(total, _EXACT_DOUBLE // p + 1):
+            return (total * p).astype(np.float64) / float(q)
+    return np.asarray([p * (u + int(v)) / q for u, v in zip(units, noise)], dtype=float)
 
 
 def measure(
@@ -295,21 +322,89 @@ def _factor_entries(f: Matrix) -> np.ndarray:
 
 
 def _apply_exact(f: Matrix, step: Fraction, t: np.ndarray, axis: int) -> np.ndarray:
-    """Apply factor f (in units of `step`) along `axis` of an object-integer tensor."""
+    """Apply factor f (in units of `step`) along `axis` of an integer tensor: exactly, in int64 while every
+    partial sum provably fits (`_fits`), else in Python integers (an object array)."""
     if isinstance(f, Identity):
         return t
     if isinstance(f, Ones):
+        if not _fits(t, 1, t.shape[axis]):
+            t = t.astype(object)
         summed = t.sum(axis=axis, keepdims=True)
         return np.repeat(summed, f.shape[0], axis=axis)
     if isinstance(f, Diagonal):
-        units = _integer_units(np.asarray(to_numpy(f.values), dtype=float), step)
+        units = _exact_ints(_integer_units(np.asarray(to_numpy(f.values), dtype=float), step), t)
         shape = [1] * t.ndim
         shape[axis] = -1
-        return t * units.reshape(shape)
+        return t.astype(object) * units.reshape(shape) if units.dtype == object else t * units.reshape(shape)
     own, units = _dense_lattice(f)
     if own != step:  # applied in another term's units
         units = _integer_units(np.asarray(to_numpy(f.dense()), dtype=float), step)
-    return np.moveaxis(np.tensordot(units, t, axes=([1], [axis])), 0, axis)
+    return np.moveaxis(_exact_dot(units, t, axis), 0, axis)
+
+
+_LIMB_BITS_MIN = 16  # units whose rows need narrower limbs than this are multiplied as Python integers
+
+
+def _exact_dot(units: np.ndarray, t: np.ndarray, axis: int) -> np.ndarray:
+    """units · t along `axis`, exactly: U (integers, r × n) times t (int64, or Python integers).
+
+    In int64 when every partial sum fits (each row's Σ|U_ij| times max|t| below 2^63). Otherwise t is cut
+    into limbs of L bits, t = Σ_k t_k·2^(kL) with 0 ≤ t_k < 2^L below the top limb (floor shifts), L chosen so
+    that each limb's products sum within int64: each limb is one int64 tensordot, and only the r-row results
+    are combined in Python integers. Units past int64 (or rows too wide for 16-bit limbs): Python integers."""
+    small = _as_int64(units)
+    if small.dtype == object:
+        return np.tensordot(units, t.astype(object), axes=([1], [axis]))
+    rows = small.reshape(-1, small.shape[-1])
+    if _largest_int(small) * rows.shape[1] < _INT64_BOUND:
+        row_sum = int(np.abs(rows).sum(axis=1).max()) if rows.size else 0
+    else:
+        row_sum = max(sum(abs(int(u)) for u in row) for row in rows)
+    largest = _largest_int(t)
+    if row_sum * largest < _INT64_BOUND:
+        return np.tensordot(small, t.astype(np.int64, copy=False), axes=([1], [axis]))
+    bits = 62 - row_sum.bit_length()  # row_sum · 2^bits < 2^63
+    if bits < _LIMB_BITS_MIN:
+        return np.tensordot(units, t.astype(object), axes=([1], [axis]))
+    rest, mask, out, shift = t, (1 << bits) - 1, None, 0
+    while True:
+        top = largest >> shift < 1 << bits  # this limb holds the rest, sign included
+        limb = rest if top else rest & mask
+        part = np.tensordot(small, limb.astype(np.int64), axes=([1], [axis])).astype(object)
+        out = part if out is None else out + (part << shift)
+        if top:
+            return out
+        rest, shift = rest >> bits, shift + bits
+
+
+_INT64_BOUND = 2**63  # |partial sums| below this fit in int64
+
+
+def _largest_int(a: np.ndarray) -> int:
+    """max |a| as a Python integer (int64 or Python-integer arrays)."""
+    return max(-int(a.min()), int(a.max()), 0) if a.size else 0
+
+
+def _fits(t: np.ndarray, largest_unit: int, terms: int) -> bool:
+    """Sums of `terms` products of an entry of t and a unit of |unit| ≤ largest_unit fit in int64 (t int64)."""
+    return t.dtype != object and largest_unit * terms * _largest_int(t) < _INT64_BOUND
+
+
+def _as_int64(a: np.ndarray) -> np.ndarray:
+    """Integers as int64, or as Python integers (an object array) when some is past int64."""
+    try:
+        return np.asarray(a).astype(object).astype(np.int64)
+    except OverflowError:
+        return np.asarray(a).astype(object)
+
+
+def _exact_ints(units: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Integer units (Python integers) as int64 when t is int64 and every product of a unit and an entry of t
+    fits in int64, else as they are."""
+    if t.dtype == object:
+        return units
+    small = _as_int64(units)
+    return small if small.dtype != object and _fits(t, _largest_int(small), 1) else units
 
 
 def _fraction_gcd(values: list[Fraction]) -> Fraction:
@@ -334,13 +429,17 @@ def _exact_answer(query: Matrix, counts: np.ndarray) -> tuple[Fraction, list[int
     """(γ, exact answers in units of γ) for a query that is a (sum of weighted) Kronecker product."""
     terms = _kronecker_terms(query)
     step = _fraction_gcd([s for s, _, _ in terms if s != 0])
-    total = np.zeros(query.shape[0], dtype=object)
+    total = np.zeros(query.shape[0], dtype=np.int64)
+    start = _as_int64(counts)
     for term_step, factors, steps in terms:
         if term_step == 0:
             continue
-        multiplier = term_step / step
-        t = counts.astype(object).reshape([f.shape[1] for f in factors])
+        multiplier = np.asarray([(term_step / step).numerator], dtype=object)
+        t = start.reshape([f.shape[1] for f in factors])
         for axis, (f, s) in enumerate(zip(factors, steps)):
             t = _apply_exact(f, s, t, axis)
-        total = total + t.ravel() * multiplier.numerator
-    return step, [int(v) for v in total]
+        part = t.ravel()
+        multiplier = _exact_ints(multiplier, part)
+        part = part.astype(object) * multiplier if multiplier.dtype == object else part * multiplier
+        total = total + part if _fits(total, 1, 2) and _fits(part, 1, 2) else total.astype(object) + part
+    return step, total.tolist()

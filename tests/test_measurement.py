@@ -403,3 +403,83 @@ def test_a_very_fine_lattice_releases_exactly():
     released, cal = measure(counts, q, GAUSSIAN, 0.5, RandomSource(8))
     assert cal.granularity == Fraction(1, 10**24)
     assert np.all(np.isfinite(released)) and np.all(np.abs(released - q.matvec(counts)) < 50)
+
+
+# ---------------------------------------------------------------------------
+# int64 fast paths: the same exact answers and released doubles as Python integers give
+
+
+def _answers_in_python_integers(query, counts) -> tuple[Fraction, list[int]]:
+    """The exact answers in units of the query's step, every product and sum a Python integer."""
+    from mechanisms.measurement import _dense_lattice, _factor_step, _kronecker_terms
+
+    step = query_step(query)
+    total = [0] * query.shape[0]
+    for term_step, factors, _ in _kronecker_terms(query):
+        if term_step == 0:
+            continue
+        # Each factor in units of its own step; the term's step is their product times the coefficient.
+        dense = [np.asarray(f.dense()) for f in factors]
+        units = []
+        for f, d in zip(factors, dense):
+            s = _factor_step(f)
+            units.append(np.asarray([[Fraction(repr(float(v))) / s for v in row] for row in np.atleast_2d(d)],
+                                    dtype=object))
+        matrix = units[0]
+        for u in units[1:]:
+            matrix = np.kron(matrix, u)
+        multiplier = term_step / step
+        for i, row in enumerate(matrix):
+            total[i] += int(sum(int(v) * int(c) for v, c in zip(row, counts.ravel()))) * multiplier
+    assert all(Fraction(t).denominator == 1 for t in total)
+    return step, [int(t) for t in total]
+
+
+@pytest.mark.parametrize("scale", [1, 10**6, 10**12, 10**17])
+def test_exact_answers_in_int64_equal_python_integers(scale):
+    """Counts and entries up to where int64 would overflow (10^17 × 10^3 sums): the int64 path must give
+    the Python integers' answers, and leave them where a partial sum could overflow."""
+    from mechanisms.measurement import _exact_answer
+
+    rng = np.random.default_rng(scale % 1000)
+    counts = rng.integers(0, 50, size=(4, 6)) * scale
+    queries = [
+        Kronecker([Identity(4), Dense(rng.integers(-3, 4, size=(3, 6)) / 4)]),
+        Kronecker([Diagonal(np.array([0.5, 1.0, 1.5, 2500.0])), Dense(np.triu(np.ones((6, 6))))]),
+        Kronecker([Ones(2, 4), Dense(rng.integers(0, 10**6, size=(2, 6)) / 1000)]),
+        Sum([Weighted(Kronecker([Identity(4), Dense(np.ones((1, 6)) * 0.1)]), 3.0),
+             Weighted(Kronecker([Diagonal(np.array([1.0, 0.0, 2.0, 0.25])), Dense(np.arange(6.0)[None, :])]), -0.5)]),
+    ]
+    for q in queries:
+        assert _exact_answer(q, counts.ravel()) == _answers_in_python_integers(q, counts)
+
+
+@pytest.mark.parametrize("digits", [4, 13])
+def test_exact_answers_past_int64_equal_python_integers(digits):
+    """Two dense factors whose products pass int64 (10^12 counts, 10^digits units over 30 columns): the
+    answers are cut into int64 limbs (4 digits) or taken in Python integers (13 digits), and exact."""
+    from mechanisms.measurement import _exact_answer
+
+    rng = np.random.default_rng(digits)
+    counts = rng.integers(0, 10**12, size=(30, 20))
+    unit = 10**digits
+    q = Kronecker([Dense(rng.integers(-unit, unit, size=(5, 30)) / unit),
+                   Dense(rng.integers(-unit, unit, size=(4, 20)) / unit)])
+    assert _exact_answer(q, counts.ravel()) == _answers_in_python_integers(q, counts)
+
+
+@pytest.mark.parametrize("step", [Fraction(1), Fraction(1, 20), Fraction(3, 7), Fraction(2500), Fraction(1, 10**24),
+                                  Fraction(10**20, 3)])
+def test_released_doubles_are_the_nearest_to_the_exact_values(step):
+    """γ·(unit + noise) as doubles: the numpy path (p·total and q exact doubles, one IEEE division) gives
+    float(Fraction) bit for bit, and huge values (past int64 or 2^53) take Python integers."""
+    from mechanisms.measurement import _on_lattice
+
+    rng = np.random.default_rng(11)
+    for magnitude in (10, 10**9, 10**15, 2**62, 10**30):
+        units = [int(u) for u in rng.integers(-1000, 1000, size=200)] + [magnitude, -magnitude]
+        noise = [int(z) for z in rng.integers(-10**6, 10**6, size=len(units))]
+        noise_array = np.asarray(noise, dtype=object if magnitude > 2**61 else np.int64)
+        expected = [float(step * (u + z)) for u, z in zip(units, noise)]
+        got = _on_lattice(step, units, noise_array)
+        assert got.dtype == np.float64 and got.tolist() == expected

@@ -70,12 +70,12 @@ def _axis_opt0(
     v: np.ndarray, p: int, kind: str, seed: int, restarts: int, warm, max_iter: int, gap_tol: float, memo: dict | None
 ) -> Opt0Result:
     """OPT₀ of one axis. Cold starts are memoized by the gram's shape (V up to scale): the
-    same optimum serves every part of an OPT₊ union that shares the axis' queries."""
+    same optimum serves every axis, and every part of an OPT₊ union, with the same queries."""
     key = None
     if memo is not None and warm is None:
         trace = max(float(np.trace(v)), 1e-300)
         shape = hashlib.sha256(np.round(v / trace, 12).tobytes()).hexdigest()
-        key = (p, kind, seed, restarts, max_iter, gap_tol, shape)
+        key = (p, kind, restarts, max_iter, gap_tol, shape)
         if key in memo:
             cached = memo[key]
             return replace(cached, error=explicit_error(v, cached.strategy, p))
@@ -111,9 +111,12 @@ def opt_kron(
 
     `max_iter` bounds each axis optimization (L-BFGS-B iterations for Laplace,
     dual fixed-point steps for Gaussian, which stop at relative gap `gap_tol`);
-    `memo` (a dict shared between calls) reuses cold-start axis optima.
+    `memo` (a dict, by default this call's own; shared between calls by OPT₊) reuses cold-start
+    axis optima: axes with the same queries (a product of one workload on every axis) are
+    optimized once.
     """
     started = time.perf_counter()
+    memo = {} if memo is None else memo  # axes with the same queries (up to scale) share their optimum
     d = len(gram.sizes)
     kinds = [gram.axis_kind(i) for i in range(d)]
     factors, templates = [], []

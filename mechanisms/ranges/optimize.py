@@ -38,6 +38,7 @@ from mechanisms.ranges.trees import HierarchicalStrategy, RangeStrategy, rounded
 from mechanisms.ranges.wavelet import HaarStrategy
 from mechanisms.workload import Block
 from mechanisms.interruption import checkpoint
+from mechanisms.work_cache import WorkCache
 
 # Branching factors tried for padded H_b trees (those below n, plus one tree of height 1);
 # optimized level weights can switch levels off, which fills in the factors between.
@@ -471,6 +472,9 @@ class KroneckerWorkload:
         return lambda strategy: float(kernel @ plan(strategy))
 
 
+_CHOICES = WorkCache(256)  # 1-D choices by (n, norm, branchings, kernel digest), across planning calls
+
+
 def choose_kronecker(
     blocks: list[Block],
     domain: Domain,
@@ -483,7 +487,9 @@ def choose_kronecker(
     (Δ_norm² × Σ weighted variances, unit noise per strategy row).
 
     `memo` (owned by the caller, e.g. one planning call) remembers 1-D choices by
-    their exact kernel, so a sub-problem met again is not optimized again.
+    their exact kernel, so a sub-problem met again is not optimized again; with it,
+    a choice is also kept for later calls in this process (`_CHOICES`: its first use
+    in a memo announces the work of computing it, so budgets see no difference).
     """
     work = KroneckerWorkload(blocks, domain, clique)
     choices = [RangeChoice(identity_strategy(domain.size_of(a)), IDENTITY, float("nan")) for a in clique]
@@ -496,9 +502,11 @@ def choose_kronecker(
             if key is not None and key in memo:
                 choices[a] = memo[key]
                 continue
-            choices[a] = choose_range_strategy(domain.size_of(name), error, norm, branchings)
-            if key is not None:
-                memo[key] = choices[a]
+            n = domain.size_of(name)
+            if key is None:
+                choices[a] = choose_range_strategy(n, error, norm, branchings)
+                continue
+            choices[a] = memo[key] = _CHOICES.get((n, *key), lambda: choose_range_strategy(n, error, norm, branchings))
     return choices, work.error([c.strategy for c in choices], norm)
 
 

@@ -38,10 +38,11 @@ from math import prod
 
 import numpy as np
 
-from mechanisms.arrays import pinv, to_numpy, xp
+from mechanisms.arrays import kron, pinv, to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Matrix, Ones, Weighted, to_spec
 from mechanisms.measurement import Measurement
+from mechanisms.work_cache import WorkCache
 from mechanisms.workload import Block
 
 DENSE_LIMIT = 4096
@@ -113,7 +114,7 @@ def _times(g, a: Matrix):
 def _kron_vectors(vectors):
     out = xp().ones(1)
     for v in vectors:
-        out = xp().kron(out, v)
+        out = kron(out, v)
     return out
 
 
@@ -121,7 +122,7 @@ def _kron_matrices(mats):
     """⊗ mats; the empty product (a factor over no attributes) is the 1×1 identity."""
     out = xp().ones((1, 1))
     for a in mats:
-        out = xp().kron(out, a)
+        out = kron(out, a)
     return out
 
 
@@ -140,6 +141,18 @@ def _digest(a: Matrix) -> str:
     elif not isinstance(a, (Identity, Ones)):
         h.update(json.dumps(to_spec(a), sort_keys=True).encode())
     return h.hexdigest()
+
+
+# Pseudo-inverses of explicit factors by content, across models of this process (planning costs a strategy's
+# error and answering then solves with the same strategy; an SVD costs milliseconds).
+_PINVS = WorkCache(64, max_bytes=64 << 20, size=lambda p: 8 * p.shape[0] * p.shape[1])
+
+
+def _pinv(factor: Matrix) -> Matrix:
+    """`factor.pinv()`, kept by content for explicit (dense) factors."""
+    if not isinstance(factor, Dense):
+        return factor.pinv()
+    return _PINVS.get((xp().__name__, _digest(factor)), factor.pinv)
 
 
 class _Aligned:
@@ -174,7 +187,7 @@ class _KroneckerSolver:
 
     def __init__(self, strategy: Matrix, sizes: tuple[int, ...], values, variance: float):
         self.aligned = _Aligned(strategy, sizes)
-        self.pinvs = [f.pinv() for f in self.aligned.factors]
+        self.pinvs = [_pinv(f) for f in self.aligned.factors]
         self.values = values
         self.scale = variance / self.aligned.weight**2
 

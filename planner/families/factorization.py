@@ -24,6 +24,7 @@ from mechanisms.interruption import checkpoint
 from mechanisms.factorization import Factorization, optimal_factorization
 from mechanisms.marginals import Clique
 from mechanisms.measurement import GAUSSIAN
+from mechanisms.work_cache import WorkCache
 from mechanisms.workload import Block
 from planner.components import connected_components
 from planner.families.base import Allocation, combined_unit_error, noise_unit_variance, split
@@ -69,11 +70,16 @@ class FactorizationFamily:
         for component in connected_components(blocks, self.domain):
             key = tuple(sorted((b.fingerprint(self.domain), b.weight) for b in component))
             if key not in self._solved:
-                self._solved[key] = self._optimize(component)
+                self._solved[key] = _SOLVED.get(self._declared(component), lambda: self._optimize(component))
             if self._solved[key] is None:
                 return None
             solved.append(self._solved[key])
         return solved
+
+    def _declared(self, blocks: list[Block]) -> tuple:
+        """What `_optimize` reads: the blocks' queries (in order) and their clique's sizes."""
+        clique = self.domain.canonical({a for b in blocks for a in b.attributes(self.domain)})
+        return clique, self.domain.shape(clique), tuple((b.fingerprint(self.domain), b.weight) for b in blocks)
 
     def _optimize(self, blocks: list[Block]) -> tuple[Clique, Factorization] | None:
         clique = self.domain.canonical({a for b in blocks for a in b.attributes(self.domain)})
@@ -86,6 +92,14 @@ class FactorizationFamily:
         weights = np.concatenate([np.full(b.num_rows(self.domain), b.weight) for b in blocks])
         found = optimal_factorization(matrix, weights, max_work=PLANNING_WORK)
         return None if found is None else (clique, found)
+
+
+def _strategy_bytes(solved: tuple[Clique, Factorization] | None) -> int:
+    return 0 if solved is None else 16 * solved[1].strategy.shape[0] * solved[1].strategy.shape[1]
+
+
+# Solutions kept across planning calls of this process, by `_declared` (public declarations only).
+_SOLVED = WorkCache(64, max_bytes=128 << 20, size=_strategy_bytes)
 
 
 def _label(f: Factorization) -> str:

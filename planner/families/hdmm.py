@@ -19,7 +19,8 @@ HDMM operators compete on it (`mechanisms.hdmm`):
 optimized factors are rounded to short decimals first (a coarse measurement
 lattice) and their error recomputed. Components share the budget in closed
 form. Optimization uses planning-sized effort, is deterministic (seeded), and
-is cached per set of blocks; components with attributes too large to optimize
+is cached per set of blocks, and across planning calls of the process by the
+blocks' declarations (`mechanisms.work_cache`); components with attributes too large to optimize
 quickly get math.inf (range trees and marginals cover those).
 """
 
@@ -41,6 +42,7 @@ from mechanisms.marginals import Clique
 from mechanisms.matrices import Dense, Matrix
 from mechanisms.measurement import GAUSSIAN, Measurement
 from mechanisms.reconstruction import LeastSquaresModel
+from mechanisms.work_cache import WorkCache
 from mechanisms.workload import Block
 from planner.components import connected_components
 from planner.families.base import Allocation, budget_exponent, noise_unit_variance
@@ -114,6 +116,11 @@ class HDMMFamily:
     def _key(self, blocks: list[Block]) -> tuple:
         return tuple(sorted((b.fingerprint(self.domain), b.weight) for b in blocks))
 
+    def _declared(self, blocks: list[Block]) -> tuple:
+        """What an optimization of `blocks` reads: their queries (in order) and their clique's sizes."""
+        clique = self._clique(blocks)
+        return clique, self.domain.shape(clique), tuple((b.fingerprint(self.domain), b.weight) for b in blocks)
+
     def _clique(self, blocks: list[Block]) -> Clique:
         return self.domain.canonical({a for b in blocks for a in b.attributes(self.domain)})
 
@@ -156,12 +163,12 @@ class HDMMFamily:
         allowed = None
         if len(clique) <= MAX_MARGINAL_DIMS:
             allowed = np.asarray([self.domain.size(s) <= MAX_CELLS for s in _subsets(clique)])
-        result = optimize(
+        result = _OPTIMIZED.get((self.p, *self._declared(blocks)), lambda: optimize(
             gram, self.p, operators=(OPT0, OPT_M),
             explicit_limit=EXPLICIT_LIMIT if len(clique) > 1 else 0,  # one attribute: OPT₀ is OPT⊗
             max_marginal_dims=MAX_MARGINAL_DIMS, allowed_marginals=allowed, marginal_restarts=MARGINAL_RESTARTS,
             **EFFORT,
-        )
+        ))
         for candidate in result.candidates:
             if candidate.operator == OPT0:
                 v, explicit = gram.dense(), candidate.strategy
@@ -186,17 +193,20 @@ class HDMMFamily:
         """OPT⊗ of blocks over their own clique, rounded; cached (OPT₊ parts recur as the planner regroups)."""
         key = self._key(blocks)
         if key not in self._kron:
-            clique = self._clique(blocks)
-            gram = KronGram.from_blocks(blocks, self.domain, clique)
-            optimal = opt_kron(gram, self.p, **EFFORT)
-
-            def shortened(decimals: int) -> tuple[KronStrategy, float]:
-                strategy = rounded(optimal, gram, self.p, decimals)
-                return strategy, strategy.error
-
-            strategy, _ = _shortest(optimal.error, shortened)
-            self._kron[key] = (clique, strategy)
+            self._kron[key] = _KRON.get((self.p, *self._declared(blocks)), lambda: self._optimize_kron(blocks))
         return self._kron[key]
+
+    def _optimize_kron(self, blocks: list[Block]) -> tuple[Clique, KronStrategy]:
+        clique = self._clique(blocks)
+        gram = KronGram.from_blocks(blocks, self.domain, clique)
+        optimal = opt_kron(gram, self.p, **EFFORT)
+
+        def shortened(decimals: int) -> tuple[KronStrategy, float]:
+            strategy = rounded(optimal, gram, self.p, decimals)
+            return strategy, strategy.error
+
+        strategy, _ = _shortest(optimal.error, shortened)
+        return clique, strategy
 
     def _model_error(self, blocks: list[Block], measures: list[_Measure]) -> float:
         """Σ_b weight·Σ_rows Var of the model that will answer, at unit budget."""
@@ -210,6 +220,11 @@ class HDMMFamily:
         if not all(model.covers(b) for b in blocks):
             return math.inf
         return float(sum(b.weight * model.variance(b).sum() for b in blocks))
+
+
+# Optimizations kept across planning calls of this process, by (p, `_declared`): public declarations only.
+_KRON = WorkCache(128)
+_OPTIMIZED = WorkCache(64)
 
 
 def _shortest(exact: float, make: Callable[[int], tuple[T, float]]) -> tuple[T, float]:

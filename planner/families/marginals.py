@@ -38,6 +38,7 @@ from mechanisms.residual import (
     residual_strategy,
     sum_variance_plan,
 )
+from mechanisms.work_cache import WorkCache
 from mechanisms.workload import Block
 from planner.families.base import NEGLIGIBLE_SHARE, Allocation, budget_exponent, noise_unit_variance
 
@@ -97,6 +98,9 @@ class Marginals:
         return shares, f(shares)
 
     def _optimize(self, blocks: list[Block]) -> tuple[list[Clique], np.ndarray, float]:
+        return _SHARES.get((self.noise, *_declared(self.domain, blocks)), lambda: self._optimized(blocks))
+
+    def _optimized(self, blocks: list[Block]) -> tuple[list[Clique], np.ndarray, float]:
         cliques = list(dict.fromkeys(b.attributes(self.domain) for b in blocks if b.terms))
         if not cliques:
             return [], np.zeros(0), 0.0
@@ -141,17 +145,20 @@ class MarginalPlanner:
     def plan(self, blocks: list[Block]) -> BundlePlan:
         key = self._key(blocks)
         if key not in self._plans:
-            table = self.table(blocks)
-            cliques = list(dict.fromkeys(b.attributes(self.domain) for b in blocks if b.terms))
-            maximal = [c for c in cliques if not any(set(c) < set(d) for d in cliques)]
-            candidates = downward_closure(maximal)
-            gaussian = self.noise == GAUSSIAN
-            plan = marginal_bundle_plan(table, candidates, gaussian)
-            keep = [c for c, s in zip(plan.cliques, plan.share) if c in maximal or s >= NEGLIGIBLE_SHARE]
-            if len(keep) < len(candidates):
-                plan = marginal_bundle_plan(table, keep, gaussian)
-            self._plans[key] = plan
+            self._plans[key] = _BUNDLES.get((self.noise, *_declared(self.domain, blocks)), lambda: self._bundle(blocks))
         return self._plans[key]
+
+    def _bundle(self, blocks: list[Block]) -> BundlePlan:
+        table = self.table(blocks)
+        cliques = list(dict.fromkeys(b.attributes(self.domain) for b in blocks if b.terms))
+        maximal = [c for c in cliques if not any(set(c) < set(d) for d in cliques)]
+        candidates = downward_closure(maximal)
+        gaussian = self.noise == GAUSSIAN
+        plan = marginal_bundle_plan(table, candidates, gaussian)
+        keep = [c for c, s in zip(plan.cliques, plan.share) if c in maximal or s >= NEGLIGIBLE_SHARE]
+        if len(keep) < len(candidates):
+            plan = marginal_bundle_plan(table, keep, gaussian)
+        return plan
 
     def unit_error(self, blocks: list[Block]) -> float:
         if not any(b.terms for b in blocks):
@@ -165,6 +172,18 @@ class MarginalPlanner:
             return []
         plan = self.plan(blocks)
         return [Allocation(c, float(s), None, 1.0) for c, s in zip(plan.cliques, plan.share) if s > 0]
+
+
+def _declared(domain: Domain, blocks: list[Block]) -> tuple:
+    """What a family's optimization of `blocks` reads: their attributes' sizes and queries (in order)."""
+    attributes = domain.canonical(a for b in blocks for a in b.attributes(domain))
+    return attributes, domain.shape(attributes), tuple((b.fingerprint(domain), b.weight) for b in blocks if b.terms)
+
+
+# Optimized shares kept across planning calls of this process, by `_declared` (small ones only: a plan of
+# millions of marginals is not kept).
+_SHARES = WorkCache(256, max_bytes=16 << 20, size=lambda solved: 64 * len(solved[0]))
+_BUNDLES = WorkCache(64, max_bytes=16 << 20, size=lambda plan: 64 * len(plan.cliques))
 
 
 class ResidualPlanner(MarginalPlanner):
