@@ -1,8 +1,8 @@
 """Joins of protected tables linked by their privacy unit (`dpsql.tables.joined`, `dpsql.sql.protected_joins`).
 
 Customers (the unit), their orders (a foreign key to the customer) and the orders' items (a foreign key
-to the order): INNER and LEFT joins, USING and ON, a chain of three tables and a self-join on the unit
-are answered near the truth, free when asked again, in one scan as a workload; each unit keeps at most
+to the order): INNER and LEFT joins, USING and ON, a chain of three tables, a self-join on the unit and a join
+with a public lookup table are answered near the truth, free when asked again, in one scan as a workload; each unit keeps at most
 K joined rows, deterministically; removing one unit's rows from every table moves any joined count by
 at most K, however the keys multiply rows; joins on undeclared keys are refused and spend nothing.
 """
@@ -59,6 +59,7 @@ def _shop(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE items AS SELECT o.order_id, 1 + (o.order_id + j) % 5 AS qty FROM orders o, range(3) b(j) "
                 "WHERE j <= o.order_id % 3")
     con.execute("CREATE TABLE visits AS SELECT 'north' AS region FROM range(10)")
+    con.execute("CREATE TABLE zones AS SELECT * FROM (VALUES ('north', 'cold'), ('south', 'warm')) t(region, zone)")
     con.execute("CREATE TABLE devices AS SELECT i AS device_id, 'north' AS region FROM range(10) t(i)")
 
 
@@ -91,6 +92,10 @@ def _truth(path: str, sql: str) -> list:
     ("SELECT customers.region, SUM(items.qty) FROM items JOIN orders ON items.order_id = orders.order_id "
      "JOIN customers ON orders.customer_id = customers.customer_id GROUP BY customers.region ORDER BY 1",
      "SELECT c.region, SUM(i.qty) FROM items i JOIN orders o USING (order_id) JOIN customers c USING (customer_id) "
+     "GROUP BY 1 ORDER BY 1"),
+    ("SELECT z.zone, COUNT(*) FROM orders o JOIN customers c USING (customer_id) JOIN zones z ON c.region = z.region "
+     "GROUP BY z.zone ORDER BY 1",
+     "SELECT z.zone, COUNT(*) FROM orders o JOIN customers c USING (customer_id) JOIN zones z USING (region) "
      "GROUP BY 1 ORDER BY 1"),
     ("SELECT COUNT(*) FROM orders a JOIN orders b USING (customer_id) WHERE a.amount < b.amount",
      "SELECT COUNT(*) FROM orders a JOIN orders b USING (customer_id) WHERE a.amount < b.amount"),

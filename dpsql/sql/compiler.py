@@ -177,10 +177,10 @@ def _compile_select(tree: exp.Expression, sql: str, catalog: Catalog, label: str
         raise NotSupportedError("WITH (common table expressions) over a protected table is not supported")
     table, alias = _single_table(tree, catalog)
     _refuse_constructs(tree)
-    joined = protected_join(tree, catalog, table, alias)
+    joined, public = protected_join(tree, catalog, table, alias)
     if joined is not None:
         table, alias = joined, None
-    lookups = [] if joined is not None else parse_lookups(tree, table, alias, tables)
+    lookups = parse_lookups(public, table, alias, tables)
     compiler = ExpressionCompiler(table, alias, lookups)
     where = compiler.condition(tree.args["where"].this) if tree.args.get("where") else ALWAYS
     for lookup in lookups:

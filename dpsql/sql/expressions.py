@@ -141,7 +141,7 @@ class ExpressionCompiler:
                     return lookup.attribute(node.name)
             raise ProgrammingError(f"unknown table qualifier {node.table!r} in {node.sql()!r}")
         name = node.name.lower()
-        declared = any(c.lower() == name for c in self.table.columns)
+        declared = self.table.has_column(name)
         found = [lk for lk in self.lookups if lk.has(name) and not (lk.using and lk.key.lower() == name)]
         if len(found) + declared > 1:
             raise ProgrammingError(f"column {node.name!r} is ambiguous: qualify it with its table's name or alias")

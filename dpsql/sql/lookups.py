@@ -245,12 +245,12 @@ def _string_type(kind: str) -> bool:
     return kind.upper() == "VARCHAR"
 
 
-def parse_lookups(tree: exp.Select, table: Table, alias: str | None, tables: "PublicTables | None") -> list[Lookup]:
-    """The public tables a query joins (none without `tables`: then any join is refused)."""
-    joins = tree.args.get("joins") or []
+def parse_lookups(joins: list[exp.Join], table: Table, alias: str | None, tables: "PublicTables | None"
+                  ) -> list[Lookup]:
+    """The public tables `joins` join to protected `table` (none without `tables`: then any join is refused)."""
     if joins and tables is None:
         raise NotSupportedError("joins involving a protected table are not supported; query one protected table")
-    names = {table.name.lower(), (alias or table.name).lower()}
+    names = table.qualifiers(alias)
     out: list[Lookup] = []
     for join in joins:
         source = join.this
@@ -266,19 +266,21 @@ def parse_lookups(tree: exp.Select, table: Table, alias: str | None, tables: "Pu
         name = source.alias or source.name
         if name.lower() in names or any(name.lower() == lk.alias.lower() for lk in out):
             raise ProgrammingError(f"the table name or alias {name!r} is used twice; give each table its own alias")
-        column, key, using = _join_columns(join, names, name)
-        out.append(Lookup(tables, source, name, table.column(column), key, side == "LEFT", using))
+        qualifier, column, key, using = _join_columns(join, names, name)
+        declared = table.column(column) if using else table.qualified(qualifier, column, alias)
+        out.append(Lookup(tables, source, name, declared, key, side == "LEFT", using))
     return out
 
 
-def _join_columns(join: exp.Join, protected: set[str], lookup: str) -> tuple[str, str, bool]:
-    """(protected column, public key, via USING) of `ON p.col = l.key` or `USING (col)`."""
+def _join_columns(join: exp.Join, protected: set[str], lookup: str) -> tuple[str, str, str, bool]:
+    """(the protected column's qualifier, the column, the public key, via USING) of `ON p.col = l.key` or
+    `USING (col)`."""
     using, on = join.args.get("using"), join.args.get("on")
     if using:
         if len(using) != 1:
             raise NotSupportedError("a lookup joins on one column: USING (column)")
         name = using[0].name
-        return name, name, True
+        return "", name, name, True
     usage = (
         f"join a public table ON <protected>.<declared column> = {lookup}.<key> (one equality; "
         "put other conditions in WHERE)"
@@ -290,11 +292,12 @@ def _join_columns(join: exp.Join, protected: set[str], lookup: str) -> tuple[str
         qualifier = side.table.lower()
         if qualifier in protected:
             sides["protected"] = side.name
+            sides["qualifier"] = qualifier
         elif qualifier == lookup.lower():
             sides["lookup"] = side.name
-    if set(sides) != {"protected", "lookup"}:
+    if set(sides) != {"protected", "qualifier", "lookup"}:
         raise NotSupportedError(usage + "; qualify both columns")
-    return sides["protected"], sides["lookup"], False
+    return sides["qualifier"], sides["protected"], sides["lookup"], False
 
 
 class PublicTables:

@@ -16,16 +16,17 @@ from dpsql.tables.joined import INNER, LEFT, JoinedTable, JoinPart, check_joinab
 from dpsql.tables.table import Table
 
 
-def protected_join(tree: exp.Select, catalog: Catalog, first: Table, alias: str | None) -> JoinedTable | None:
-    """The join of `first` (FROM's protected table) with the protected tables `tree`'s joins name, or None
-    when it joins none (its joins, if any, are public lookups)."""
+def protected_join(tree: exp.Select, catalog: Catalog, first: Table, alias: str | None
+                   ) -> tuple[JoinedTable | None, list[exp.Join]]:
+    """The join of `first` (FROM's protected table) with the protected tables `tree`'s joins name (None when
+    it joins none), and the joins left: public lookups, joined to the protected part (`dpsql.sql.lookups`)."""
     joins = tree.args.get("joins") or []
     protected = [j for j in joins if isinstance(j.this, exp.Table) and catalog.get(j.this.name) is not None]
+    public = [j for j in joins if all(j is not p for p in protected)]
     if not protected:
-        return None
-    if len(protected) != len(joins):
-        raise NotSupportedError("a join of protected tables cannot also join public lookup tables; join the lookups "
-                                "in a query of their own")
+        return None, public
+    if any(isinstance(j.this, exp.Table) and catalog.get(j.this.name) is not None for j in joins[len(protected):]):
+        raise NotSupportedError("join the protected tables first, then the public lookup tables")
     sources = [(first, alias)] + [(catalog.get(j.this.name), j.this.alias or None) for j in protected]
     check_joinable([t for t, _ in sources])
     names = [t.name.lower() for t, _ in sources]
@@ -45,7 +46,7 @@ def protected_join(tree: exp.Select, catalog: Catalog, first: Table, alias: str 
     joined = JoinedTable.of(parts, catalog.join_bound([t.name for t, _ in sources]))
     for name, label in aliases.items():
         joined.with_alias(name, label)
-    return joined
+    return joined, public
 
 
 def _how(join: exp.Join) -> str:

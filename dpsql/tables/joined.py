@@ -53,9 +53,9 @@ def check_joinable(tables: list[Table]) -> None:
     for table in tables:
         if table.unit is None:
             raise NotSupportedError(
-                f"table {table.name!r} has no privacy unit: joins of protected tables need one to bound what one "
-                "person contributes; declare its privacy_unit (and max_rows_per_unit) to join it with other "
-                "protected tables")
+                f"table {table.name!r} has no privacy unit: joins of two protected tables need one on each, to bound "
+                "what one person contributes; declare its privacy_unit (and max_rows_per_unit) to join it with "
+                "other protected tables")
     roots = {unit_root(t) for t in tables}
     if len(roots) > 1:
         raise NotSupportedError(f"the joined tables have different privacy units ({', '.join(sorted(roots))}): "
@@ -140,6 +140,12 @@ class JoinedTable(UnitBoundedTable):
     def with_alias(self, alias: str, label: str) -> None:
         """Let `alias` name part `label` in the query's SQL."""
         self._labels[alias.lower()] = label
+
+    def has_column(self, name: str) -> bool:
+        return any(c.lower().split(".", 1)[1] == name.lower() or c.lower() == name.lower() for c in self.columns)
+
+    def qualifiers(self, alias: str | None) -> set[str]:
+        return set(self._labels)
 
     def qualified(self, qualifier: str, name: str, alias: str | None) -> Column | None:
         label = self._labels.get(qualifier.lower())

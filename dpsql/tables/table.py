@@ -76,6 +76,14 @@ class Table:
             )
         return found
 
+    def has_column(self, name: str) -> bool:
+        """Whether a bare column name names one of this table's columns."""
+        return any(c.lower() == name.lower() for c in self.columns)
+
+    def qualifiers(self, alias: str | None) -> set[str]:
+        """The names (lower case) a query may qualify this table's columns with: its name, and `alias`."""
+        return {self.name.lower(), (alias or self.name).lower()}
+
     def qualified(self, qualifier: str, name: str, alias: str | None) -> Column | None:
         """The column `qualifier`.`name` names, where `qualifier` is this table's name or `alias` (else None)."""
         return self.column(name) if qualifier.lower() in {self.name.lower(), (alias or "").lower()} else None
