@@ -44,6 +44,7 @@ the reports' (`mechanisms.ldp.hybrid_answers`).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 from functools import partial
@@ -61,10 +62,11 @@ from dpsql.ledger import Ledger
 from dpsql.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
 from dpsql.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
-from mechanisms.accounting import Amount
+from mechanisms.accounting import Amount, pure_dp_to_zcdp
+from mechanisms.pld_accounting import LAPLACE_PIECE, Piece
 from mechanisms.ldp.answering import local_answers
 from mechanisms.ldp.hybrid_answers import HybridAnswers
-from mechanisms.measurement import GAUSSIAN, Measurement, support
+from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, support
 from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import AutoEstimator, GraphicalModel, GraphicalModelEstimator
@@ -75,6 +77,8 @@ from planner.adaptive import AIM
 from planner.planning_limit import PlanningLimit, PlanningCancelled
 from planner.families import split
 from planner.fairness import floored_split
+from planner.noise_choice import choose as choose_noise
+from planner.noise_choice import laplace_share
 from planner.plan import TOTAL_SQUARED, Plan
 from planner.planner import budget_for_accuracy, plan_workload
 from planner.timing import ScanSpeed
@@ -83,6 +87,9 @@ from planner.timing import predict as predict_time
 # The default planning budget (seconds of work on the reference machine, `planner.planning_limit`): a base and a
 # share per query.
 PLANNING_SECONDS, PLANNING_SECONDS_PER_QUERY = 1.0, 0.1
+# Statements of at most this many blocks to measure are planned with both noises, and measured with the one of
+# lower expected error (`planner.noise_choice`); larger ones keep the ledger's (planning twice costs time).
+NOISE_CHOICE_BLOCKS = 64
 # Charges of these procedures leave a graphical model that later sessions refit from the ledger.
 _REFITTED = {AIM, "mst"}
 
@@ -111,6 +118,7 @@ class Release:
     estimator: Estimator | None
     detail: str
     record: Record | None = None
+    pieces: tuple | None = None  # the mechanisms it is (`Entry.pieces`); None: the Gaussian of its cost
 
 
 @dataclass(frozen=True)
@@ -271,8 +279,15 @@ class Executor:
                     raise BudgetExceededError(f"an RMSE of at most {sizing.max_rmse:g} is out of reach ({e}); ask "
                                               "for a larger max_rmse; nothing was charged") from None
             else:
+                asked = _asked(queries, table, blocks)
                 plan = plan_workload(workload, shares[name], noise, delta, existing, sizing.objective, rows=rows,
-                                     contribution=table.contribution, limit=limit, queries=_asked(queries, table, blocks))
+                                     contribution=table.contribution, limit=limit, queries=asked)
+                if self.laplace_eligible() and plan.adaptive is None and len(blocks) <= NOISE_CHOICE_BLOCKS:
+                    laplace = plan_workload(workload, self.laplace_share(shares[name]), LAPLACE, delta, existing,
+                                            sizing.objective, contribution=table.contribution, limit=limit,
+                                            queries=asked)
+                    plan = choose_noise(plan, laplace, table.domain, blocks,
+                                        lambda p: self.ledger.fits(*charge_of(p, noise)))
             if blocks and timed:
                 plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
             model = self.answering(table)
@@ -302,18 +317,21 @@ class Executor:
         originals, queries = queries, [self.central_part(q) for q in queries]
         if sizing.max_rmse is None and sizing.budget and any(
                 blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
-            self.check_affordable(sizing.budget)  # what cannot be paid for is refused before it is planned
+            self.check_share(sizing.budget)  # what cannot be paid for is refused before it is planned
         plans = self.plan(queries, sizing)
-        total = sum(plan.cost for _, plan in plans.values())
+        charges = {name: charge_of(plan, self.budget.noise) for name, (_, plan) in plans.items()}
+        total = sum(cost for cost, _ in charges.values())
+        pieces = tuple(p for _, ps in charges.values() for p in ps or ())
         if total > 0:
-            self.check_affordable(total, sizing.max_rmse)
-        self.charged([Pending(table, plan.cost, statement, plan.chosen, partial(self._release, table, plan, statement))
-                      for table, plan in plans.values() if plan.cost > 0])
+            self.check_affordable(total, sizing.max_rmse, pieces or None)
+        self.charged([Pending(table, charges[name][0], statement, plan.chosen,
+                              partial(self._release, table, plan, statement))
+                      for name, (table, plan) in plans.items() if plan.cost > 0])
         text = "\n".join(plan.explain() for _, plan in plans.values())
         results = self.answered(lambda: [self._answer(q, original, text) for q, original in zip(queries, originals)])
         for i, result in enumerate(results):
             result.charged = total if i == 0 else 0.0
-            result.charge_text = self.charge_text(result.charged)
+            result.charge_text = self.charge_text(result.charged, pieces if i == 0 else None)
         return results
 
     def _answer(self, query: CompiledQuery, original: CompiledQuery, plan_text: str) -> Result:
@@ -329,6 +347,7 @@ class Executor:
                 and all(a is b for a, b in zip(known[1], models)):
             return _copy(known[3])
         result = assemble(original, aggregate_answers(original, model))
+        result.laplace_tails = any(m.noise == LAPLACE for m in self.model(query.table).measurements)
         result.plan = plan_text
         result.answered_by = answered_by(original, model)
         if _VOLATILE.search(original.sql) is None:  # outer expressions reading the clock are evaluated anew
@@ -401,9 +420,10 @@ class Executor:
             box = support(pm.query(table.domain), tuple(table.domain.size_of(a) for a in pm.clique))
             within[pm.clique] = [a | b for a, b in zip(within[pm.clique], box)] if pm.clique in within else box
         counts = self.backend.marginals(table, list(within), self.bounding_key(table), within)
-        measurements = [pm.release(counts[pm.clique], table.domain, self.budget.noise, self.rng)
+        measurements = [pm.release(counts[pm.clique], table.domain, plan.noise, self.rng)
                         for pm in plan.measurements]
-        return Release(table, plan.cost, statement, measurements, None, plan.chosen)
+        cost, pieces = charge_of(plan, self.budget.noise)
+        return Release(table, cost, statement, measurements, None, plan.chosen, pieces=pieces)
 
     def _with(self, table: Table, measurements: list, estimator: Estimator | None) -> AnsweringModel:
         """The table's answering model with new measurements (and a new generative model) added,
@@ -449,26 +469,48 @@ class Executor:
         r = release
         record, model = model_record(r.estimator.spec()) if isinstance(r.estimator, RelaxedData) else (r.record, None)
         return Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements, r.detail, record, model,
-                     r.table.key_counts())
+                     r.table.key_counts(), r.pieces)
 
-    def check_affordable(self, cost: float, max_rmse: float | None = None) -> None:
-        """Refuse (BudgetExceededError) a cost that does not fit in what remains."""
+    def check_share(self, share: float) -> None:
+        """Refuse a statement's share that fits neither as a Gaussian of ρ `share` nor, composed exactly, as a
+        Laplace of the same share (`planner.noise_choice`)."""
+        if not self.laplace_eligible() or self.ledger.fits(share):
+            self.check_affordable(share)
+            return
+        piece = Piece.laplace(self.laplace_share(share))
+        self.check_affordable(piece.rho, pieces=(piece,))
+
+    def laplace_eligible(self) -> bool:
+        """Whether a share may be spent as discrete Laplace noise: on a zCDP ledger composed exactly."""
+        return self.budget.noise == GAUSSIAN and self.ledger.exact
+
+    def laplace_share(self, rho: float) -> float:
+        """The ε of a Laplace share taking what a Gaussian of ρ takes of the ledger (`planner.noise_choice`)."""
+        return laplace_share(rho, self.ledger.total, self.ledger.delta)
+
+    def check_affordable(self, cost: float, max_rmse: float | None = None, pieces: tuple | None = None) -> None:
+        """Refuse (BudgetExceededError) a cost (made of `pieces`: `Entry.pieces`) that does not fit."""
         if max_rmse is not None and cost > self.ledger.remaining() * (1 + 1e-9):
             raise BudgetExceededError(
                 f"an RMSE of at most {max_rmse:g} for every query needs {self.budget.amount(cost)}, but only "
                 f"{self.budget.amount(self.ledger.remaining())} remains: impossible within the budget; nothing "
                 "was charged"
             )
-        self.ledger.check(cost)
+        self.ledger.check(cost, pieces)
 
     def amount(self, share: float) -> Amount:
         """A share of the ledger's unit in both units: ε at the δ that key releases left (`Ledger.capacity`)."""
         spent = self.ledger.delta_spent()
         return replace(self.budget, delta=self.budget.delta - spent).amount(share) if spent else self.budget.amount(share)
 
-    def charge_text(self, charged: float) -> str:
+    def charge_text(self, charged: float, pieces: tuple | None = None) -> str:
         remaining = self.amount(self.ledger.status()[2])
         spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
+        pure = [p.value for p in pieces or () if p.kind == LAPLACE_PIECE]
+        if pure:
+            gaussian = charged - sum(pure_dp_to_zcdp(e) for e in pure)
+            spent = f"charged ε={math.fsum(pure):.4g} of pure DP (discrete Laplace)" + \
+                (f" and {self.amount(gaussian)}" if gaussian > 1e-15 else "")
         return f"{spent}; remaining {remaining}"
 
     # --- local-DP reports -------------------------------------------------------------------
@@ -577,3 +619,17 @@ def local_plan(table: Table, reports: int | None = None) -> str:
 
 
 __all__ = ["Executor", "Hooks", "local_plan", "Pending", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]
+
+
+def charge_of(plan: Plan, unit: str) -> tuple[float, tuple[Piece, ...] | None]:
+    """What a plan charges a ledger of noise `unit`: (its cost in the ledger's unit, the mechanisms it is).
+    On a zCDP ledger each measurement is a piece: a discrete Gaussian (σ and L2 sensitivity), or a discrete
+    Laplace (scale and L1 sensitivity) costing ε²/2; an adaptive plan is its cost (pieces None)."""
+    if unit != GAUSSIAN or plan.adaptive is not None:
+        return plan.cost, None
+    if plan.noise == GAUSSIAN:
+        pieces = tuple(Piece.gaussian(m.share, m.sensitivity / math.sqrt(2 * m.share), m.sensitivity)
+                       for m in plan.measurements)
+    else:
+        pieces = tuple(Piece.laplace(m.share, m.sensitivity / m.share, m.sensitivity) for m in plan.measurements)
+    return math.fsum(p.rho for p in pieces), pieces

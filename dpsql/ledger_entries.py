@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mechanisms.measurement import Measurement
+from mechanisms.pld_accounting import Piece
 
 KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds of records
 
@@ -55,6 +56,7 @@ class Entry:
     record: Record | None = None
     model: str | None = None  # a released model's JSON (`model_record` makes its record)
     key_counts: tuple[tuple[str, int], ...] = ()  # the table's key columns' released keys it was computed over
+    pieces: tuple[Piece, ...] | None = None  # the mechanisms it was (`dpsql.ledger_accounting`); None: ρ = cost
 
 
 def model_record(spec: dict) -> tuple[Record, str]:

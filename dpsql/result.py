@@ -9,6 +9,7 @@ values.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import cache
 from statistics import NormalDist
@@ -49,6 +50,7 @@ class Result:
     dp: list[bool] = field(default_factory=list)  # per column: DP values (with or without a standard error)
     rowcount: int = -1  # a statement that returns no rows: the rows it changed (-1: not counted)
     notes: list[str] = field(default_factory=list)  # what the values are, where it is not plain (MIN/MAX)
+    laplace_tails: bool = False  # the values' noise may be Laplace: intervals use its heavier tails (`ci`)
 
     def with_stderr_columns(self) -> "Result":
         """This result with a `<column>_stderr` column after each DP column (NULL where none is claimed)."""
@@ -70,10 +72,14 @@ class Result:
                        dp=[k >= 0 and self.dp[k] for k in keep])
 
     def ci(self, level: float = 0.95) -> list[tuple]:
-        """Normal-approximation confidence intervals (lo, hi) per DP value, None elsewhere."""
+        """Confidence intervals (lo, hi) per DP value, None elsewhere: normal, or where Laplace noise may enter
+        (`laplace_tails`) the Laplace's quantile, log(1/(1 − level))/√2 standard errors, which covers as asked
+        for Laplace noise and more for sums of it with other noise (tails closer to the normal's)."""
         if not 0 < level < 1:
             raise ProgrammingError("the confidence level must be between 0 and 1")
         z = NormalDist().inv_cdf(0.5 + level / 2)
+        if self.laplace_tails:
+            z = max(z, math.log(1 / (1 - level)) / math.sqrt(2))
         out = []
         for row, errs in zip(self.rows, self.stderr or [(None,) * len(self.columns)] * len(self.rows)):
             out.append(

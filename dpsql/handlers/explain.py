@@ -6,7 +6,7 @@ from typing import Sequence
 
 from dpsql.budget import Sizing, checked
 from dpsql.errors import NotSupportedError, ProgrammingError
-from dpsql.executor import local_plan
+from dpsql.executor import charge_of, local_plan
 from dpsql.handlers import key_release
 from dpsql.post_processing import CompositeQuery, parts_of
 from dpsql.result import Result
@@ -52,10 +52,12 @@ def plans(session, planned: dict) -> Result:
     text = "\n".join(f"[{name}] " + plan.explain() + ("" if table.graph is None else
                                                       "\n  " + table.graph.explain(table.role))
                      for name, (table, plan) in planned.items())
-    cost = sum(plan.cost for _, plan in planned.values())
+    charges = [charge_of(plan, session.budget_unit.noise) for _, plan in planned.values()]
+    cost, pieces = sum(c for c, _ in charges), tuple(p for _, ps in charges for p in ps or ())
     remaining = session.ledger.remaining()
-    verdict = "fits in" if cost <= remaining * (1 + 1e-9) else "EXCEEDS"
-    text += f"\nTotal cost {session.amount(cost)}; {verdict} the remaining budget {session.amount(remaining)}"
+    verdict = "fits in" if session.ledger.fits(cost, pieces) else "EXCEEDS"
+    text += f"\nTotal cost {session.executor.charge_text(cost, pieces).split(';')[0].removeprefix('charged ')}; " \
+            f"{verdict} the remaining budget {session.amount(remaining)}"
     return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
 
 
