@@ -44,7 +44,6 @@ the reports' (`mechanisms.ldp.hybrid_answers`).
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, replace
 from functools import partial
@@ -60,10 +59,10 @@ from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalErro
 from dpsql.key_domains import over_current
 from dpsql.ledger import Ledger
 from dpsql.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
+from dpsql.noise_charges import charge_of, charge_words, check_share, cheaper_noise
 from dpsql.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
-from mechanisms.accounting import Amount, pure_dp_to_zcdp
-from mechanisms.pld_accounting import LAPLACE_PIECE, Piece
+from mechanisms.accounting import Amount
 from mechanisms.ldp.answering import local_answers
 from mechanisms.ldp.hybrid_answers import HybridAnswers
 from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, support
@@ -77,8 +76,6 @@ from planner.adaptive import AIM
 from planner.planning_limit import PlanningLimit, PlanningCancelled
 from planner.families import split
 from planner.fairness import floored_split
-from planner.noise_choice import choose as choose_noise
-from planner.noise_choice import laplace_share
 from planner.plan import TOTAL_SQUARED, Plan
 from planner.planner import budget_for_accuracy, plan_workload
 from planner.timing import ScanSpeed
@@ -87,9 +84,6 @@ from planner.timing import predict as predict_time
 # The default planning budget (seconds of work on the reference machine, `planner.planning_limit`): a base and a
 # share per query.
 PLANNING_SECONDS, PLANNING_SECONDS_PER_QUERY = 1.0, 0.1
-# Statements of at most this many blocks to measure are planned with both noises, and measured with the one of
-# lower expected error (`planner.noise_choice`); larger ones keep the ledger's (planning twice costs time).
-NOISE_CHOICE_BLOCKS = 64
 # Charges of these procedures leave a graphical model that later sessions refit from the ledger.
 _REFITTED = {AIM, "mst"}
 
@@ -282,12 +276,9 @@ class Executor:
                 asked = _asked(queries, table, blocks)
                 plan = plan_workload(workload, shares[name], noise, delta, existing, sizing.objective, rows=rows,
                                      contribution=table.contribution, limit=limit, queries=asked)
-                if self.laplace_eligible() and plan.adaptive is None and len(blocks) <= NOISE_CHOICE_BLOCKS:
-                    laplace = plan_workload(workload, self.laplace_share(shares[name]), LAPLACE, delta, existing,
-                                            sizing.objective, contribution=table.contribution, limit=limit,
-                                            queries=asked)
-                    plan = choose_noise(plan, laplace, table.domain, blocks,
-                                        lambda p: self.ledger.fits(*charge_of(p, noise)))
+                plan = cheaper_noise(plan, self.ledger, self.budget, shares[name], blocks, table.domain, partial(
+                    plan_workload, workload, noise=LAPLACE, delta=delta, existing=existing, objective=sizing.objective,
+                    contribution=table.contribution, limit=limit, queries=asked))
             if blocks and timed:
                 plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
             model = self.answering(table)
@@ -317,7 +308,7 @@ class Executor:
         originals, queries = queries, [self.central_part(q) for q in queries]
         if sizing.max_rmse is None and sizing.budget and any(
                 blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
-            self.check_share(sizing.budget)  # what cannot be paid for is refused before it is planned
+            check_share(self.ledger, self.budget, sizing.budget, self.check_affordable)  # refused before planned
         plans = self.plan(queries, sizing)
         charges = {name: charge_of(plan, self.budget.noise) for name, (_, plan) in plans.items()}
         total = sum(cost for cost, _ in charges.values())
@@ -471,23 +462,6 @@ class Executor:
         return Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements, r.detail, record, model,
                      r.table.key_counts(), r.pieces)
 
-    def check_share(self, share: float) -> None:
-        """Refuse a statement's share that fits neither as a Gaussian of ρ `share` nor, composed exactly, as a
-        Laplace of the same share (`planner.noise_choice`)."""
-        if not self.laplace_eligible() or self.ledger.fits(share):
-            self.check_affordable(share)
-            return
-        piece = Piece.laplace(self.laplace_share(share))
-        self.check_affordable(piece.rho, pieces=(piece,))
-
-    def laplace_eligible(self) -> bool:
-        """Whether a share may be spent as discrete Laplace noise: on a zCDP ledger composed exactly."""
-        return self.budget.noise == GAUSSIAN and self.ledger.exact
-
-    def laplace_share(self, rho: float) -> float:
-        """The ε of a Laplace share taking what a Gaussian of ρ takes of the ledger (`planner.noise_choice`)."""
-        return laplace_share(rho, self.ledger.total, self.ledger.delta)
-
     def check_affordable(self, cost: float, max_rmse: float | None = None, pieces: tuple | None = None) -> None:
         """Refuse (BudgetExceededError) a cost (made of `pieces`: `Entry.pieces`) that does not fit."""
         if max_rmse is not None and cost > self.ledger.remaining() * (1 + 1e-9):
@@ -505,12 +479,8 @@ class Executor:
 
     def charge_text(self, charged: float, pieces: tuple | None = None) -> str:
         remaining = self.amount(self.ledger.status()[2])
-        spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
-        pure = [p.value for p in pieces or () if p.kind == LAPLACE_PIECE]
-        if pure:
-            gaussian = charged - sum(pure_dp_to_zcdp(e) for e in pure)
-            spent = f"charged ε={math.fsum(pure):.4g} of pure DP (discrete Laplace)" + \
-                (f" and {self.amount(gaussian)}" if gaussian > 1e-15 else "")
+        spent = "no charge (answered from earlier measurements)" if charged == 0 else \
+            charge_words(charged, pieces, self.amount)
         return f"{spent}; remaining {remaining}"
 
     # --- local-DP reports -------------------------------------------------------------------
@@ -620,16 +590,3 @@ def local_plan(table: Table, reports: int | None = None) -> str:
 
 __all__ = ["Executor", "Hooks", "local_plan", "Pending", "PLANNING_SECONDS", "PLANNING_SECONDS_PER_QUERY", "Release"]
 
-
-def charge_of(plan: Plan, unit: str) -> tuple[float, tuple[Piece, ...] | None]:
-    """What a plan charges a ledger of noise `unit`: (its cost in the ledger's unit, the mechanisms it is).
-    On a zCDP ledger each measurement is a piece: a discrete Gaussian (σ and L2 sensitivity), or a discrete
-    Laplace (scale and L1 sensitivity) costing ε²/2; an adaptive plan is its cost (pieces None)."""
-    if unit != GAUSSIAN or plan.adaptive is not None:
-        return plan.cost, None
-    if plan.noise == GAUSSIAN:
-        pieces = tuple(Piece.gaussian(m.share, m.sensitivity / math.sqrt(2 * m.share), m.sensitivity)
-                       for m in plan.measurements)
-    else:
-        pieces = tuple(Piece.laplace(m.share, m.sensitivity / m.share, m.sensitivity) for m in plan.measurements)
-    return math.fsum(p.rho for p in pieces), pieces

@@ -45,7 +45,7 @@ import duckdb
 import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
-from dpsql.ledger_entries import KEYS, MODEL, Entry, Record, chain_digest, released_keys
+from dpsql.ledger_entries import KEYS, MODEL, Entry, Record, carried, chain_digest, released_keys
 from dpsql.ledger_accounting import (EXACT, PIECES_TABLE, accountant, charge_pieces, gaussian_part, pieces_text,
                                      pure_pieces, read_history)
 from dpsql.ledger_file import StateFile
@@ -195,10 +195,8 @@ class Ledger(StateFile):
     def spent(self) -> float:
         """Everything charged to the ledger, by anyone (composed exactly: the ρ of the total it took)."""
         with self._open() as con:
-            if self.exact:
-                history = read_history(con, self._has(con, "dpsql_pieces"), self._has(con, "dpsql_records"))
-                return self.total - accountant(self.total, self.delta).remaining(history)
-            return self._spent(con)
+            return self.total - accountant(self.total, self.delta).remaining(self._history(con)) if self.exact \
+                else self._spent(con)
 
     def status(self) -> tuple[float, float, float]:
         """(total, spent, remaining) as `who` sees them: the ledger's, or within `who`'s limit.
@@ -236,8 +234,7 @@ class Ledger(StateFile):
         what the history took of the total (a ρ-equivalent); the per-analyst limit counts ρ as charged."""
         more = sum(p.rho for p in pure)
         if self.exact:
-            history = read_history(con, self._has(con, "dpsql_pieces"), self._has(con, "dpsql_records"))
-            remaining = accountant(self.total, self.delta).remaining(history.plus(pure, delta))
+            remaining = accountant(self.total, self.delta).remaining(self._history(con).plus(pure, delta))
             capacity, spent = self.total, self.total - remaining
         else:
             spent, capacity = self._spent(con), self.capacity(self._delta_spent(con) + delta)
@@ -324,14 +321,6 @@ class Ledger(StateFile):
             return
         with self._open() as con:
             self._refuse_if_over(gaussian_part(cost, pieces), self._budget(con, pure), pure)
-
-    def fits(self, cost: float, pieces=None) -> bool:
-        """Whether `check` would let the charge pass."""
-        try:
-            self.check(cost, pieces)
-        except BudgetExceededError:
-            return False
-        return True
 
     def charge(
         self,
@@ -424,7 +413,7 @@ class Ledger(StateFile):
         entry = (seq, at, self.who, e.table, e.statement, e.cost, e.detail)
         parts = [prev, *entry, [_measurement_row_digest(r) for r in rows]]
         pieces = pieces_text(e.pieces) if e.pieces else None
-        digest = chain_digest(*parts, *_carried(e.record.digest() if e.record is not None else None, pieces))
+        digest = chain_digest(*parts, *carried(e.record.digest() if e.record is not None else None, pieces))
         con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
         if pieces is not None:
             con.execute("INSERT INTO dpsql_pieces VALUES (?, ?)", [seq, pieces])
@@ -556,7 +545,7 @@ class Ledger(StateFile):
                 problems.append(f"charge {seq} does not follow the previous one (chain broken)")
             parts = [prev_hash, seq, at, who, table, statement, cost, detail, measured.pop(seq, [])]
             record, text = released.pop(seq, None), pieces.pop(seq, None)
-            if chain_digest(*parts, *_carried(chain_digest(*record) if record is not None else None, text)) != digest:
+            if chain_digest(*parts, *carried(chain_digest(*record) if record is not None else None, text)) != digest:
                 problems.append(f"charge {seq} or its measurements were altered")
             prev = digest
             spent += cost
@@ -581,6 +570,9 @@ class Ledger(StateFile):
         memory (only this object writes it, every change through `_append`) how many appends began."""
         return ("memory", self._generation) if self._memory is not None else self.version()
 
+    def _history(self, con) -> History:
+        return read_history(con, self._has(con, "dpsql_pieces"), self._has(con, "dpsql_records"))
+
     def _has(self, con, table: str) -> bool:
         """Whether the state holds `table` (ledgers written before it existed do not); a table once seen is
         remembered, as none is ever dropped (asking DuckDB's catalog costs about a millisecond)."""
@@ -588,11 +580,6 @@ class Ledger(StateFile):
             self._tables.add(table)
         return table in self._tables
 
-
-
-def _carried(record: str | None, pieces: str | None) -> list[str]:
-    """What a charge's digest covers beyond its row and measurements: its record's digest, its mechanisms."""
-    return [*([record] if record is not None else []), *([chain_digest("pieces", pieces)] if pieces else [])]
 
 
 def _has_table(con, name: str) -> bool:

@@ -69,3 +69,8 @@ def model_record(spec: dict) -> tuple[Record, str]:
 def chain_digest(*parts) -> str:
     """SHA-256 of JSON-encoded parts: how the hash chain covers a row and what it carries."""
     return hashlib.sha256(json.dumps(parts, default=str, separators=(",", ":")).encode()).hexdigest()
+
+
+def carried(record: str | None, pieces: str | None) -> list[str]:
+    """What a charge's digest covers beyond its row and measurements: its record's digest, its mechanisms."""
+    return [*([record] if record is not None else []), *([chain_digest("pieces", pieces)] if pieces else [])]

@@ -6,8 +6,9 @@ from typing import Sequence
 
 from dpsql.budget import Sizing, checked
 from dpsql.errors import NotSupportedError, ProgrammingError
-from dpsql.executor import charge_of, local_plan
+from dpsql.executor import local_plan
 from dpsql.handlers import key_release
+from dpsql.noise_charges import charge_of, charge_words, fits
 from dpsql.post_processing import CompositeQuery, parts_of
 from dpsql.result import Result
 from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, classify, split_statements, take_weight
@@ -55,8 +56,8 @@ def plans(session, planned: dict) -> Result:
     charges = [charge_of(plan, session.budget_unit.noise) for _, plan in planned.values()]
     cost, pieces = sum(c for c, _ in charges), tuple(p for _, ps in charges for p in ps or ())
     remaining = session.ledger.remaining()
-    verdict = "fits in" if session.ledger.fits(cost, pieces) else "EXCEEDS"
-    text += f"\nTotal cost {session.executor.charge_text(cost, pieces).split(';')[0].removeprefix('charged ')}; " \
+    verdict = "fits in" if fits(session.ledger, cost, pieces) else "EXCEEDS"
+    text += f"\nTotal cost {charge_words(cost, pieces, session.amount).removeprefix('charged ')}; " \
             f"{verdict} the remaining budget {session.amount(remaining)}"
     return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
 
