@@ -195,8 +195,7 @@ class Ledger(StateFile):
     def spent(self) -> float:
         """Everything charged to the ledger, by anyone (composed exactly: the ρ of the total it took)."""
         with self._open() as con:
-            return self.total - accountant(self.total, self.delta).remaining(self._history(con)) if self.exact \
-                else self._spent(con)
+            return self._budget(con)[1] if self.exact and self.limit is None else self._spent(con)
 
     def status(self) -> tuple[float, float, float]:
         """(total, spent, remaining) as `who` sees them: the ledger's, or within `who`'s limit.
@@ -234,8 +233,9 @@ class Ledger(StateFile):
         what the history took of the total (a ρ-equivalent); the per-analyst limit counts ρ as charged."""
         more = sum(p.rho for p in pure)
         if self.exact:
-            remaining = accountant(self.total, self.delta).remaining(self._history(con).plus(pure, delta))
-            capacity, spent = self.total, self.total - remaining
+            acc, history = accountant(self.total, self.delta), self._history(con).plus(pure, delta)
+            remaining, capacity = acc.remaining(history), acc.zcdp_capacity(history.delta)
+            spent = capacity - remaining
         else:
             spent, capacity = self._spent(con), self.capacity(self._delta_spent(con) + delta)
             remaining = capacity - spent - more
