@@ -62,3 +62,14 @@ def gaussian_part(cost: float, pieces: tuple[Piece, ...] | None) -> float:
 
 def pure_pieces(pieces: tuple[Piece, ...] | None) -> list[Piece]:
     return [p for p in pieces or () if p.kind == LAPLACE_PIECE]
+
+
+def pure_epsilons(ledger) -> dict[int, float]:
+    """{seq: ε} of the charges that were discrete Laplace noise (the ε of their pure pieces, added up)."""
+    with ledger._open() as con:
+        if not con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'dpsql_pieces'"
+                           ).fetchone()[0]:
+            return {}
+        rows = con.execute("SELECT seq, pieces FROM dpsql_pieces").fetchall()
+    out = {seq: sum(p.value for p in charge_pieces(0.0, text) if p.kind == LAPLACE_PIECE) for seq, text in rows}
+    return {seq: e for seq, e in out.items() if e > 0}

@@ -1,6 +1,8 @@
 """Exact composition of mixed histories (`mechanisms.pld_accounting`), the noise the planner picks for a
 share (`planner.noise_choice`), and calibrated intervals for Laplace answers."""
 
+import contextlib
+import io
 import math
 
 import duckdb
@@ -9,6 +11,7 @@ import pytest
 from dp_accounting.pld import privacy_loss_mechanism as plm
 
 import dpsql
+from dpsql import cli
 from dpsql.ledger import Ledger
 from dpsql.result import Result
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
@@ -107,6 +110,10 @@ def test_one_count_spending_the_budget_gets_laplace(people, tmp_path):
         c.execute("SELECT COUNT(*) FROM people")  # asked again: free
     ledger = Ledger.existing(state)
     assert ledger.verify() == [] and len(ledger.charges()) == 1 and ledger.remaining() < 1e-9 * TOTAL
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["ledger", "show", state]) == 0
+    assert [c.strip() for c in out.getvalue().splitlines()[4].split("|")[3:6]] == ["people", "1.0", "0.5"]
     with dpsql.connect(path, catalog=catalog, state=state, seed=5) as c:
         with pytest.raises(dpsql.errors.BudgetExceededError, match="nothing was charged"):
             c.execute("SELECT COUNT(*) FROM people WHERE age < 30")
