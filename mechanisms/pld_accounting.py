@@ -6,13 +6,18 @@ order-free composition needs of them: the Gaussians' total ρ, the pure pieces' 
 order), the δs' sum.
 
 `Accountant` says how much Gaussian budget (ρ) a history leaves inside a declared (ε, δ), by the
-better of two certificates, each a valid (ε, δ) guarantee of the whole history:
+best of three certificates, each a valid (ε, δ) guarantee of the whole history (the δs of δ
+events add to it, as in approximate zCDP):
 
-- zCDP: every piece in ρ (ε-DP is ε²/2-zCDP), ρ's add, and the δs add (approximate zCDP);
-  the ledger's zCDP mode (`mechanisms.accounting`, the CKS conversion).
+- zCDP: every piece in ρ (ε-DP is ε²/2-zCDP), ρ's add; the ledger's zCDP mode
+  (`mechanisms.accounting`, the CKS conversion).
 - PLD: the pure pieces composed exactly by their privacy-loss distributions (Google's
   `dp-accounting`, pessimistic discretization), the Gaussians in zCDP, and the two
-  joined by adding their (ε, δ) at the best split of the δ left after the δ events.
+  joined by adding their (ε, δ) at the best split of the δ left. Best for pure histories.
+- RDP: Rényi divergences add; each pure piece's is at most randomized response's at its ε
+  (every ε-DP mechanism is a post-processing of it: Kairouz, Oh and Viswanath 2015), the
+  Gaussians' is αρ, and the sum converts to (ε, δ) by CKS's Proposition 12. Best for
+  histories mixing Gaussians and a few pure pieces.
 
 The Gaussian part stays in zCDP on purpose: a discrete Gaussian's privacy loss is *not*
 dominated by the continuous Gaussian's at the same σ (at σ = 4, Δ = 1, ε = 1 its exact δ is
@@ -156,7 +161,7 @@ class Accountant:
         zcdp = self.zcdp_capacity(history.delta) - history.zcdp_rho
         if not exact or not history.epsilons:
             return zcdp
-        return max(zcdp, _split_remaining(self, history))
+        return max(zcdp, _split_remaining(self, history), _rdp_remaining(self, history))
 
     def fits(self, history: History, exact: bool = True, slack: float = 1e-9) -> bool:
         return self.remaining(history, exact) >= -slack * self.total
@@ -194,3 +199,27 @@ def _split_remaining(acc: Accountant, history: History) -> float:
 def _one_pure_delta(epsilon: float, at: np.ndarray) -> np.ndarray:
     """The exact privacy profile δ(ε') of one ε-DP piece (its dominating pair is randomized response)."""
     return np.maximum((math.exp(epsilon) - np.exp(at)) / (1 + math.exp(epsilon)), 0.0)
+
+
+@lru_cache(maxsize=1024)
+def _rdp_remaining(acc: Accountant, history: History) -> float:
+    """The RDP certificate: max over α of the ρ with (α − 1)(αρ + D_α − ε) + log((1 − 1/α)^α / (α − 1)) ≤
+    log δ_left (CKS Proposition 12), D_α the pure pieces' Rényi divergences, less the history's ρ."""
+    left = acc.delta - history.delta
+    if left <= 0:
+        return -math.inf
+    a = _ALPHAS
+    divergence = sum(_randomized_response_rdp(e) for e in history.epsilons)
+    rho = (acc.epsilon * (1 + _EPSILON_SLACK) - divergence
+           + (math.log(left) + np.log(a - 1) - a * np.log1p(-1 / a)) / (a - 1)) / a
+    return min(float(np.max(rho)), acc.total) - history.rho
+
+
+@lru_cache(maxsize=4096)
+def _randomized_response_rdp(epsilon: float) -> np.ndarray:
+    """D_α of randomized response at ε over `_ALPHAS`: log(p^α q^(1−α) + q^α p^(1−α)) / (α − 1)."""
+    a = _ALPHAS
+    log_p, log_q = -np.logaddexp(0.0, -epsilon), -np.logaddexp(0.0, epsilon)
+    out = np.logaddexp(a * log_p + (1 - a) * log_q, a * log_q + (1 - a) * log_p) / (a - 1)
+    out.flags.writeable = False
+    return out
