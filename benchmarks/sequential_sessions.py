@@ -36,8 +36,10 @@ EPSILON, DELTA = 1.0, 1e-6
 SESSIONS = (1, 3, 10, 30, 100)
 
 
-def session_rmse(db: str, k: int, draws: int, accounting: str, truth: dict[int, int], work: Path) -> tuple[float, str]:
-    """RMSE over `draws` sessions of k COUNTs, and the noise the first statement got."""
+def session_rmse(db: str, k: int, draws: int, accounting: str, truth: dict[int, int],
+                 work: Path) -> tuple[float, float, str]:
+    """RMSE over `draws` sessions of k COUNTs, its standard error (from the squared errors' spread: Laplace
+    noise has heavier tails than the normal's), and the noise the first statement got."""
     total = epsilon_delta_to_zcdp(EPSILON, DELTA)
     errors, noise = [], ""
     for draw in range(draws):
@@ -49,7 +51,9 @@ def session_rmse(db: str, k: int, draws: int, accounting: str, truth: dict[int, 
                 cur = c.execute(f"SELECT COUNT(*) FROM people WHERE age < {t}")
                 errors.append(cur.fetchall()[0][0] - truth[t])
                 noise = noise or ("laplace" if "pure DP" in cur.result.charge_text else "gaussian")
-    return float(np.sqrt(np.mean(np.square(errors)))), noise
+    squares = np.square(np.asarray(errors, dtype=float))
+    rmse = float(np.sqrt(squares.mean()))
+    return rmse, float(squares.std(ddof=1) / math.sqrt(len(squares)) / (2 * rmse)) if len(squares) > 1 else 0.0, noise
 
 
 def sessions(draws: int) -> None:
@@ -65,14 +69,13 @@ def sessions(draws: int) -> None:
               "exact / best peer |")
         print("|---|---|---|---|---|---|")
         for k in SESSIONS:
-            exact, noise = session_rmse(db, k, draws, "exact", truth, work)
-            zcdp, _ = session_rmse(db, k, draws, "zcdp", truth, work)
+            exact, exact_se, noise = session_rmse(db, k, draws, "exact", truth, work)
+            zcdp, zcdp_se, _ = session_rmse(db, k, draws, "zcdp", truth, work)
             laplace = math.sqrt(discrete_laplace_variance(laplace_scale_upper(k / EPSILON)))
             gaussian = math.sqrt(k / (2 * total))
             best = min(laplace, gaussian)
-            n = k * draws
-            print(f"| {k} | {exact:.3g} ± {exact / math.sqrt(2 * n):.2g} ({noise}) | {zcdp:.3g} ± "
-                  f"{zcdp / math.sqrt(2 * n):.2g} | {laplace:.3g} | {gaussian:.3g} | {exact / best:.3g} |")
+            print(f"| {k} | {exact:.3g} ± {exact_se:.2g} ({noise}) | {zcdp:.3g} ± {zcdp_se:.2g} | {laplace:.3g} | "
+                  f"{gaussian:.3g} | {exact / best:.3g} |")
 
 
 def ledger_cost() -> None:
