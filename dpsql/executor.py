@@ -124,6 +124,7 @@ class Pending:
     statement: str
     detail: str
     draw: Callable[[], Release]
+    pieces: tuple | None = None  # the mechanisms it will be (`Entry.pieces`)
 
 
 T = TypeVar("T")
@@ -316,7 +317,7 @@ class Executor:
         if total > 0:
             self.check_affordable(total, sizing.max_rmse, pieces or None)
         self.charged([Pending(table, charges[name][0], statement, plan.chosen,
-                              partial(self._release, table, plan, statement))
+                              partial(self._release, table, plan, statement), charges[name][1])
                       for name, (table, plan) in plans.items() if plan.cost > 0])
         text = "\n".join(plan.explain() for _, plan in plans.values())
         results = self.answered(lambda: [self._answer(q, original, text) for q, original in zip(queries, originals)])
@@ -360,8 +361,8 @@ class Executor:
             cost = sum(p.cost for p in pending)
             if cost > 0:
                 self.ledger.charge_all([Entry(p.cost, p.statement, p.table.name, p.table.signature(), [],
-                                              f"{p.detail}: failed after its noise was drawn; nothing released")
-                                        for p in pending])
+                                              f"{p.detail}: failed after its noise was drawn; nothing released",
+                                              pieces=p.pieces) for p in pending])
             charged = f"so it was charged ({self.amount(cost)}) and " if cost > 0 else ""
             raise OperationalError(f"the release failed after its noise was drawn, {charged}nothing was released") \
                 from None
