@@ -2,7 +2,8 @@
 
 For k = 1, 3, 10, 30, 100, each draw opens a fresh ledger with `query_rho` = ρ_total / k and asks k
 distinct COUNTs (`age < t`) of a generated `people` table, one statement each, as an analyst at a
-shell would; the RMSE is over every answer against DuckDB's exact count. dpsql runs with exact
+shell would. The expected RMSE is exact (each answer's noise variance, as its standard error says);
+the realized one is over every answer against DuckDB's exact count. dpsql runs with exact
 accounting (the default: each statement may get discrete Laplace noise, `planner.noise_choice`)
 and with `accounting="zcdp"` (Gaussian noise, as before). The peers' per-query noise for the same
 session is exact and needs no run: a pure-DP peer (OpenDP or Tumult in Laplace mode) spends ε/k
@@ -10,7 +11,7 @@ per COUNT with discrete Laplace noise of scale k/ε; a zCDP peer spends ρ_total
 of σ² = k / (2 ρ_total). `--ledger-cost` times one charge and the status read after it (what an
 interactive statement pays for accounting) with 1, 10 and 100 charges in the ledger.
 
-    PYTHONPATH=. python -m benchmarks.sequential_sessions [--draws 5] [--ledger-cost]
+    PYTHONPATH=. python -m benchmarks.sequential_sessions [--draws 1] [--k 1 3 10 30 100] [--ledger-cost]
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ SESSIONS = (1, 3, 10, 30, 100)
 
 def session_rmse(db: str, k: int, draws: int, accounting: str, truth: dict[int, int],
                  work: Path) -> tuple[float, float, str]:
-    """RMSE over `draws` sessions of k COUNTs, its standard error (from the squared errors' spread: Laplace
-    noise has heavier tails than the normal's), and the noise the first statement got."""
+    """Over `draws` sessions of k COUNTs: the expected RMSE (from each answer's exact noise variance, its
+    standard error), the realized RMSE against the truth, and the noises the statements got."""
     total = epsilon_delta_to_zcdp(EPSILON, DELTA)
-    errors, noise = [], ""
+    variances, errors, noises = [], [], []
     for draw in range(draws):
         state = work / f"{accounting}-{k}-{draw}.state"
         with dpsql.connect(db, catalog=PEOPLE_CATALOG_TOML, epsilon=EPSILON, delta=DELTA, query_rho=total / k,
@@ -50,13 +51,13 @@ def session_rmse(db: str, k: int, draws: int, accounting: str, truth: dict[int, 
                 t = 1 + i * 99 // max(k, 1)
                 cur = c.execute(f"SELECT COUNT(*) FROM people WHERE age < {t}")
                 errors.append(cur.fetchall()[0][0] - truth[t])
-                noise = noise or ("laplace" if "pure DP" in cur.result.charge_text else "gaussian")
-    squares = np.square(np.asarray(errors, dtype=float))
-    rmse = float(np.sqrt(squares.mean()))
-    return rmse, float(squares.std(ddof=1) / math.sqrt(len(squares)) / (2 * rmse)) if len(squares) > 1 else 0.0, noise
+                variances.append(cur.result.stderr[0][0] ** 2)
+                noises.append("laplace" if "pure DP" in cur.result.charge_text else "gaussian")
+    kinds = ", ".join(f"{noises.count(n)} {n}" for n in ("laplace", "gaussian") if n in noises)
+    return float(np.sqrt(np.mean(variances))), float(np.sqrt(np.mean(np.square(errors)))), kinds
 
 
-def sessions(draws: int) -> None:
+def sessions(draws: int, ks: tuple[int, ...]) -> None:
     total = epsilon_delta_to_zcdp(EPSILON, DELTA)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -65,17 +66,16 @@ def sessions(draws: int) -> None:
         create_people_table(con, rows=20_000)
         truth = {t: con.execute(f"SELECT COUNT(*) FROM people WHERE age < {t}").fetchone()[0] for t in range(1, 101)}
         con.close()
-        print("| k | dpsql exact (noise) | dpsql zCDP | pure-DP peer (Laplace ε/k) | zCDP peer (Gaussian ρ/k) | "
-              "exact / best peer |")
-        print("|---|---|---|---|---|---|")
-        for k in SESSIONS:
-            exact, exact_se, noise = session_rmse(db, k, draws, "exact", truth, work)
-            zcdp, zcdp_se, _ = session_rmse(db, k, draws, "zcdp", truth, work)
+        print("| k | dpsql exact: expected RMSE (realized; noises) | dpsql zCDP: expected (realized) | "
+              "pure-DP peer (Laplace ε/k) | zCDP peer (Gaussian ρ/k) | exact / best peer |", flush=True)
+        print("|---|---|---|---|---|---|", flush=True)
+        for k in ks:
+            exact, exact_real, noises = session_rmse(db, k, draws, "exact", truth, work)
+            zcdp, zcdp_real, _ = session_rmse(db, k, draws, "zcdp", truth, work)
             laplace = math.sqrt(discrete_laplace_variance(laplace_scale_upper(k / EPSILON)))
             gaussian = math.sqrt(k / (2 * total))
-            best = min(laplace, gaussian)
-            print(f"| {k} | {exact:.3g} ± {exact_se:.2g} ({noise}) | {zcdp:.3g} ± {zcdp_se:.2g} | {laplace:.3g} | "
-                  f"{gaussian:.3g} | {exact / best:.3g} |")
+            print(f"| {k} | {exact:.3g} ({exact_real:.3g}; {noises}) | {zcdp:.3g} ({zcdp_real:.3g}) | {laplace:.3g} | "
+                  f"{gaussian:.3g} | {exact / min(laplace, gaussian):.3g} |", flush=True)
 
 
 def ledger_cost() -> None:
@@ -101,13 +101,14 @@ def ledger_cost() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=5)
+    parser.add_argument("--draws", type=int, default=1)
+    parser.add_argument("--k", type=int, nargs="+", default=list(SESSIONS))
     parser.add_argument("--ledger-cost", action="store_true")
     args = parser.parse_args()
     if args.ledger_cost:
         ledger_cost()
     else:
-        sessions(args.draws)
+        sessions(args.draws, tuple(args.k))
 
 
 if __name__ == "__main__":
