@@ -86,10 +86,10 @@ def connect(
     read-only unless ``read_only=False`` (dpsql never writes it: analysts' own tables live
     in their workspace). The budget is ``epsilon`` with ``delta`` (zCDP accounting,
     discrete Gaussian noise; δ defaults to 1e-9), or ``rho`` directly, or ``epsilon``
-    with ``delta=0`` for pure ε-DP (discrete Laplace noise). ``accounting`` says how a zCDP ledger's
-    charges compose: ``"exact"`` (default: each query may get discrete Laplace noise where it errs less,
-    and the history is composed by privacy-loss distributions) or ``"zcdp"`` (`dpsql.ledger_accounting`). With none given, a new
-    ledger gets ε=1, δ=1e-9 and an existing one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
+    with ``delta=0`` for pure ε-DP (discrete Laplace noise). ``accounting`` says how a zCDP
+    ledger's charges compose: ``"exact"`` (default: a statement may get discrete Laplace noise
+    where it errs less, and the history is composed exactly) or ``"zcdp"``
+    (`dpsql.ledger_accounting`). With none given, a new ledger gets ε=1, δ=1e-9 and an existing one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
     query that needs new measurements spends. The ledger lives in ``state`` (default:
     ``<database>.dpsql-state`` beside a file database, in memory otherwise).
     ``seed`` makes the noise reproducible: for tests only (never through a profile).
@@ -168,6 +168,8 @@ def _open(
                         ("delta", delta)):
         if value is not None:
             checked(name.removeprefix("query_"), value, name)
+    if accounting is not None and accounting not in ACCOUNTING_MODES:
+        raise ProgrammingError(f"accounting must be one of {', '.join(map(repr, ACCOUNTING_MODES))}, got {accounting!r}")
     unit, total = Budget.requested(epsilon, delta, rho, DEFAULT_DELTA)
     catalog = Catalog.load(catalog)
     measurer = make_backend(backend, spark)
@@ -183,9 +185,6 @@ def _open(
     state_path = _state_path(database, state)
     ledger = _open_ledger(state_path, unit, total, user)
     if accounting is not None:
-        if accounting not in ACCOUNTING_MODES:
-            raise ProgrammingError(f"accounting must be one of {', '.join(map(repr, ACCOUNTING_MODES))}, "
-                                   f"got {accounting!r}")
         ledger.accounting = accounting
     allowed_epsilon, allowed_rho = allowance
     if allowed_epsilon is not None or allowed_rho is not None:
