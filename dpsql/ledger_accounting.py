@@ -43,8 +43,9 @@ def charge_pieces(cost: float, text: str | None) -> list[Piece]:
 def read_history(con, has_pieces: bool, has_records: bool) -> History:
     """The history of the ledger open on `con` (every charge's mechanisms, every key release's δ)."""
     if has_pieces:
-        rows = con.execute("SELECT l.cost, p.pieces FROM dpsql_ledger l LEFT JOIN dpsql_pieces p USING (seq) "
-                           "ORDER BY l.seq").fetchall()
+        # Only charges with pure pieces are read piece by piece: a Gaussian-only charge is the Gaussian of its ρ.
+        rows = con.execute(f"SELECT l.cost, CASE WHEN p.pieces LIKE '%{LAPLACE_PIECE}%' THEN p.pieces END "
+                           "FROM dpsql_ledger l LEFT JOIN dpsql_pieces p USING (seq) ORDER BY l.seq").fetchall()
     else:
         rows = [(cost, None) for (cost,) in con.execute("SELECT cost FROM dpsql_ledger ORDER BY seq").fetchall()]
     pieces = [p for cost, text in rows for p in charge_pieces(float(cost), text)]
