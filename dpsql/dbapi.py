@@ -89,7 +89,8 @@ def connect(
     with ``delta=0`` for pure ε-DP (discrete Laplace noise). ``accounting`` says how a zCDP
     ledger's charges compose: ``"exact"`` (default: a statement may get discrete Laplace noise
     where it errs less, and the history is composed exactly) or ``"zcdp"``
-    (`dpsql.ledger_accounting`). With none given, a new ledger gets ε=1, δ=1e-9 and an existing one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
+    (`dpsql.ledger_accounting`). With none given, a new ledger gets ε=1, δ=1e-9 and an existing
+    one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
     query that needs new measurements spends. The ledger lives in ``state`` (default:
     ``<database>.dpsql-state`` beside a file database, in memory otherwise).
     ``seed`` makes the noise reproducible: for tests only (never through a profile).
@@ -169,7 +170,8 @@ def _open(
         if value is not None:
             checked(name.removeprefix("query_"), value, name)
     if accounting is not None and accounting not in ACCOUNTING_MODES:
-        raise ProgrammingError(f"accounting must be one of {', '.join(map(repr, ACCOUNTING_MODES))}, got {accounting!r}")
+        raise ProgrammingError(f"accounting must be one of {', '.join(map(repr, ACCOUNTING_MODES))}, "
+                               f"got {accounting!r}")
     unit, total = Budget.requested(epsilon, delta, rho, DEFAULT_DELTA)
     catalog = Catalog.load(catalog)
     measurer = make_backend(backend, spark)

@@ -291,18 +291,18 @@ class Ledger(StateFile):
         return self.status()[2]
 
     def _refuse_if_over(self, cost: float, status: tuple[float, float, float], pure=()) -> None:
-        """Refuse a Gaussian `cost` (ρ) and pure pieces `pure` when they do not fit: `status` is the budget
-        as if the pieces (not the cost) were charged (`_budget`)."""
+        """Refuse a Gaussian `cost` (ρ) and pure pieces `pure` not fitting `status` (`_budget` with `pure`)."""
         total, _, remaining = status
         if cost > remaining + _SLACK * total:
             whose = "" if self.limit is None else f" of {self.who}'s budget"
             if pure:
-                needs = f"ε={sum(p.value for p in pure):.6g} of pure DP" + (f" and {self._in_epsilon(cost)}" if cost else "")
+                needs = f"ε={sum(p.value for p in pure):.6g} of pure DP" + \
+                    (f" and {self._in_epsilon(cost)}" if cost else "")
                 raise BudgetExceededError(f"this statement needs {needs}, more than remains{whose} of "
                                           f"{self._in_epsilon(total)}; nothing was charged")
             raise BudgetExceededError(
-                f"this statement needs {self._in_epsilon(cost)} but only {self._in_epsilon(max(remaining, 0.0))}{whose} "
-                f"of {self._in_epsilon(total)} remains; nothing was charged"
+                f"this statement needs {self._in_epsilon(cost)} but only {self._in_epsilon(max(remaining, 0.0))}"
+                f"{whose} of {self._in_epsilon(total)} remains; nothing was charged"
             )
 
     def _in_epsilon(self, share: float) -> str:

@@ -203,8 +203,8 @@ def _one_pure_delta(epsilon: float, at: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=1024)
 def _rdp_remaining(acc: Accountant, history: History) -> float:
-    """The RDP certificate: max over α of the ρ with (α − 1)(αρ + D_α − ε) + log((1 − 1/α)^α / (α − 1)) ≤
-    log δ_left (CKS Proposition 12), D_α the pure pieces' Rényi divergences, less the history's ρ."""
+    """The RDP certificate: max over α of the ρ with (α − 1)(αρ + D_α − ε) + log((1 − 1/α)^α / (α − 1))
+    ≤ log δ_left (CKS Proposition 12), D_α the pure pieces' Rényi divergences, less the history's ρ."""
     left = acc.delta - history.delta
     if left <= 0:
         return -math.inf

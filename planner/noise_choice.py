@@ -51,5 +51,6 @@ def choose(gaussian: Plan, laplace: Plan, domain: Domain, blocks: list[Block],
     else:
         why = f"expected total squared error {mine:.4g} against {theirs:.4g} with {other} noise"
     chosen.notes.append(f"noise: discrete {chosen.noise.capitalize()} ({chosen.cost_text()}), chosen for this share: "
-                        f"{why} ({gaussian.cost_text()} or ε={laplace.cost:.4g} of pure DP, the same share of the budget)")
+                        f"{why} ({gaussian.cost_text()} or ε={laplace.cost:.4g} of pure DP, the same share of the "
+                        "budget)")
     return chosen
