@@ -9,9 +9,11 @@ and with `accounting="zcdp"` (Gaussian noise, as before). The peers' per-query n
 session is exact and needs no run: a pure-DP peer (OpenDP or Tumult in Laplace mode) spends ε/k
 per COUNT with discrete Laplace noise of scale k/ε; a zCDP peer spends ρ_total/k with a Gaussian
 of σ² = k / (2 ρ_total). `--ledger-cost` times one charge and the status read after it (what an
-interactive statement pays for accounting) with 1, 10 and 100 charges in the ledger.
+interactive statement pays for accounting) with 1, 10 and 100 charges in the ledger; `--planning`
+the CPU time of EXPLAIN for new queries with one noise planned (zCDP) and with both (exact).
 
-    PYTHONPATH=. python -m benchmarks.sequential_sessions [--draws 1] [--k 1 3 10 30 100] [--ledger-cost]
+    PYTHONPATH=. python -m benchmarks.sequential_sessions [--draws 1] [--k 1 3 10 30 100]
+    PYTHONPATH=. python -m benchmarks.sequential_sessions --ledger-cost | --planning
 """
 
 from __future__ import annotations
@@ -99,14 +101,35 @@ def ledger_cost() -> None:
                 print(f"| {kind} | {accounting} | {n} | {cpu:.1f} | {wall:.1f} | {remaining:.4g} |")
 
 
+def planning_cost() -> None:
+    """CPU ms of EXPLAIN for new queries (no earlier measurement), zCDP (one noise planned) against exact (both)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "people.duckdb")
+        con = duckdb.connect(db)
+        create_people_table(con, rows=20_000)
+        con.close()
+        for accounting, t in (("zcdp", 10), ("exact", 20), ("zcdp", 30), ("exact", 40)):
+            with dpsql.connect(db, catalog=PEOPLE_CATALOG_TOML, epsilon=EPSILON, delta=DELTA, query_epsilon=EPSILON,
+                               state=str(Path(tmp) / f"{accounting}-{t}.state"), seed=1, accounting=accounting) as c:
+                c.execute("EXPLAIN SELECT COUNT(*) FROM people").fetchall()  # loads what the first plan loads
+                for q in (f"SELECT COUNT(*) FROM people WHERE age < {t}",
+                          f"SELECT COUNT(*) FROM people WHERE age >= {t} AND sex = 'F'"):
+                    cpu = time.process_time()
+                    c.execute("EXPLAIN " + q).fetchall()
+                    print(f"| {q} | {accounting} | {(time.process_time() - cpu) * 1000:.0f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=1)
     parser.add_argument("--k", type=int, nargs="+", default=list(SESSIONS))
     parser.add_argument("--ledger-cost", action="store_true")
+    parser.add_argument("--planning", action="store_true")
     args = parser.parse_args()
     if args.ledger_cost:
         ledger_cost()
+    elif args.planning:
+        planning_cost()
     else:
         sessions(args.draws, tuple(args.k))
 
