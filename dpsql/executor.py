@@ -60,12 +60,13 @@ from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalErro
 from dpsql.tables.key_domains import over_current
 from dpsql.budget.ledger import Ledger
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
+from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise
 from dpsql.answers.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
 from mechanisms.ldp.answering import local_answers
 from mechanisms.ldp.hybrid_answers import HybridAnswers
-from mechanisms.measurement import GAUSSIAN, Measurement, support
+from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, support
 from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import AutoEstimator, GraphicalModel, GraphicalModelEstimator
@@ -112,6 +113,7 @@ class Release:
     estimator: Estimator | None
     detail: str
     record: Record | None = None
+    pieces: tuple | None = None  # the mechanisms it is (`Entry.pieces`); None: the Gaussian of its cost
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class Pending:
     statement: str
     detail: str
     draw: Callable[[], Release]
+    pieces: tuple | None = None  # the mechanisms it will be (`Entry.pieces`)
 
 
 T = TypeVar("T")
@@ -274,8 +277,12 @@ class Executor:
                     raise BudgetExceededError(f"an RMSE of at most {sizing.max_rmse:g} is out of reach ({e}); ask "
                                               "for a larger max_rmse; nothing was charged") from None
             else:
+                asked = _asked(queries, table, blocks)
                 plan = plan_workload(workload, shares[name], noise, delta, existing, sizing.objective, rows=rows,
-                                     contribution=table.contribution, limit=limit, queries=_asked(queries, table, blocks))
+                                     contribution=table.contribution, limit=limit, queries=asked)
+                plan = cheaper_noise(plan, self.ledger, self.budget, shares[name], blocks, table.domain, partial(
+                    plan_workload, workload, noise=LAPLACE, delta=delta, existing=existing, objective=sizing.objective,
+                    contribution=table.contribution, limit=limit, queries=asked))
             if blocks and timed:
                 plan.time = predict_time(plan, table.domain, rows, self._scan_speed())
             model = self.answering(table)
@@ -305,18 +312,21 @@ class Executor:
         originals, queries = queries, [self.central_part(q) for q in queries]
         if sizing.max_rmse is None and sizing.budget and any(
                 blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
-            self.check_affordable(sizing.budget)  # what cannot be paid for is refused before it is planned
+            check_share(self.ledger, self.budget, sizing.budget, self.check_affordable)  # refused before planned
         plans = self.plan(queries, sizing)
-        total = sum(plan.cost for _, plan in plans.values())
+        charges = {name: charge_of(plan, self.budget.noise) for name, (_, plan) in plans.items()}
+        total = sum(cost for cost, _ in charges.values())
+        pieces = tuple(p for _, ps in charges.values() for p in ps or ())
         if total > 0:
-            self.check_affordable(total, sizing.max_rmse)
-        self.charged([Pending(table, plan.cost, statement, plan.chosen, partial(self._release, table, plan, statement))
-                      for table, plan in plans.values() if plan.cost > 0])
+            self.check_affordable(total, sizing.max_rmse, pieces or None)
+        self.charged([Pending(table, charges[name][0], statement, plan.chosen,
+                              partial(self._release, table, plan, statement), charges[name][1])
+                      for name, (table, plan) in plans.items() if plan.cost > 0])
         text = "\n".join(plan.explain() for _, plan in plans.values())
         results = self.answered(lambda: [self._answer(q, original, text) for q, original in zip(queries, originals)])
         for i, result in enumerate(results):
             result.charged = total if i == 0 else 0.0
-            result.charge_text = self.charge_text(result.charged)
+            result.charge_text = self.charge_text(result.charged, pieces if i == 0 else None)
         return results
 
     def _answer(self, query: CompiledQuery, original: CompiledQuery, plan_text: str) -> Result:
@@ -332,6 +342,7 @@ class Executor:
                 and all(a is b for a, b in zip(known[1], models)):
             return _copy(known[3])
         result = assemble(original, aggregate_answers(original, model))
+        result.laplace_tails = any(m.noise == LAPLACE for m in self.model(query.table).measurements)
         result.plan = plan_text
         result.answered_by = answered_by(original, model)
         if _VOLATILE.search(original.sql) is None:  # outer expressions reading the clock are evaluated anew
@@ -353,8 +364,8 @@ class Executor:
             cost = sum(p.cost for p in pending)
             if cost > 0:
                 self.ledger.charge_all([Entry(p.cost, p.statement, p.table.name, p.table.signature(), [],
-                                              f"{p.detail}: failed after its noise was drawn; nothing released")
-                                        for p in pending])
+                                              f"{p.detail}: failed after its noise was drawn; nothing released",
+                                              pieces=p.pieces) for p in pending])
             charged = f"so it was charged ({self.amount(cost)}) and " if cost > 0 else ""
             raise OperationalError(f"the release failed after its noise was drawn, {charged}nothing was released") \
                 from None
@@ -404,9 +415,10 @@ class Executor:
             box = support(pm.query(table.domain), tuple(table.domain.size_of(a) for a in pm.clique))
             within[pm.clique] = [a | b for a, b in zip(within[pm.clique], box)] if pm.clique in within else box
         counts = self.backend.marginals(table, list(within), self.bounding_key(table), within)
-        measurements = [pm.release(counts[pm.clique], table.domain, self.budget.noise, self.rng)
+        measurements = [pm.release(counts[pm.clique], table.domain, plan.noise, self.rng)
                         for pm in plan.measurements]
-        return Release(table, plan.cost, statement, measurements, None, plan.chosen)
+        cost, pieces = charge_of(plan, self.budget.noise)
+        return Release(table, cost, statement, measurements, None, plan.chosen, pieces=pieces)
 
     def _with(self, table: Table, measurements: list, estimator: Estimator | None) -> AnsweringModel:
         """The table's answering model with new measurements (and a new generative model) added,
@@ -452,26 +464,27 @@ class Executor:
         r = release
         record, model = model_record(r.estimator.spec()) if isinstance(r.estimator, RelaxedData) else (r.record, None)
         return Entry(r.cost, r.statement, r.table.name, r.table.signature(), r.measurements, r.detail, record, model,
-                     r.table.key_counts())
+                     r.table.key_counts(), r.pieces)
 
-    def check_affordable(self, cost: float, max_rmse: float | None = None) -> None:
-        """Refuse (BudgetExceededError) a cost that does not fit in what remains."""
+    def check_affordable(self, cost: float, max_rmse: float | None = None, pieces: tuple | None = None) -> None:
+        """Refuse (BudgetExceededError) a cost (made of `pieces`: `Entry.pieces`) that does not fit."""
         if max_rmse is not None and cost > self.ledger.remaining() * (1 + 1e-9):
             raise BudgetExceededError(
                 f"an RMSE of at most {max_rmse:g} for every query needs {self.budget.amount(cost)}, but only "
                 f"{self.budget.amount(self.ledger.remaining())} remains: impossible within the budget; nothing "
                 "was charged"
             )
-        self.ledger.check(cost)
+        self.ledger.check(cost, pieces)
 
     def amount(self, share: float) -> Amount:
         """A share of the ledger's unit in both units: ε at the δ that key releases left (`Ledger.capacity`)."""
         spent = self.ledger.delta_spent()
         return replace(self.budget, delta=self.budget.delta - spent).amount(share) if spent else self.budget.amount(share)
 
-    def charge_text(self, charged: float) -> str:
+    def charge_text(self, charged: float, pieces: tuple | None = None) -> str:
         remaining = self.amount(self.ledger.status()[2])
-        spent = "no charge (answered from earlier measurements)" if charged == 0 else f"charged {self.amount(charged)}"
+        spent = "no charge (answered from earlier measurements)" if charged == 0 else \
+            charge_words(charged, pieces, self.amount)
         return f"{spent}; remaining {remaining}"
 
     # --- local-DP reports -------------------------------------------------------------------

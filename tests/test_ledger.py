@@ -183,7 +183,8 @@ def test_ledger_verify_and_show_commands(tmp_path, capsys):
     con.close()
     catalog = {"tables": {"t": {"columns": {"a": {"type": "integer", "min": 0, "max": 9},
                                             "b": {"type": "integer", "min": 0, "max": 2}}}}}
-    with dpsql.connect(database, catalog=catalog, epsilon=1.0, query_epsilon=0.25, seed=1) as conn:
+    with dpsql.connect(database, catalog=catalog, epsilon=1.0, query_epsilon=0.25, seed=1,
+                       accounting="zcdp") as conn:  # Gaussian charges, composed in zCDP
         conn.execute("SELECT a, COUNT(*) FROM t GROUP BY a")
         conn.execute("SELECT b, COUNT(*) FROM t GROUP BY b")
     state = database + ".dpsql-state"

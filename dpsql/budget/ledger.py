@@ -45,11 +45,15 @@ import duckdb
 import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
-from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, chain_digest, released_keys
+from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, carried, chain_digest, released_keys
+from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, gaussian_part, pieces_text, pure_pieces,
+                                            read_history)
 from dpsql.budget.ledger_file import StateFile
+from dpsql.budget.ledger_verification import chain_problems, measurement_row_digest
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
+from mechanisms.pld_accounting import History
 
 # Charges may exceed the total by this relative slack (floating-point sums).
 _SLACK = 1e-9
@@ -71,6 +75,7 @@ _SCHEMA = [
         delta DOUBLE NOT NULL, payload VARCHAR NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS dpsql_models (
         seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, signature VARCHAR NOT NULL, spec VARCHAR NOT NULL)""",
+    PIECES_TABLE,
 ]
 
 
@@ -85,20 +90,18 @@ class Charge:
     detail: str | None
 
 
-def _measurement_row_digest(row: tuple) -> str:
-    """Digest of one stored measurement row (everything but its seq)."""
-    *fields, vals = row
-    return chain_digest(*fields, np.asarray(vals, dtype=np.float64).tobytes().hex())
-
-
 class Ledger(StateFile):
     """Total budget, charges and stored measurements of one state database.
 
     `noise` fixes the unit: "gaussian" budgets are ρ (zCDP), "laplace" budgets
     are ε (pure DP). The first connection sets the total; later ones must agree.
     Charges are made in the name of `who`; with a `limit` (set by a deployment
-    profile), `who`'s own charges may add up to at most that much.
+    profile), `who`'s own charges may add up to at most that much. `accounting` is how a zCDP ledger
+    composes its history (`dpsql.budget.ledger_accounting`: EXACT, the default, or ZCDP); per-analyst limits
+    count every charge's ρ.
     """
+
+    accounting: str = EXACT
 
     def __init__(self, path: str, noise: str, total: float | None, delta: float, who: str | None = None):
         self._open_state(path)
@@ -113,7 +116,7 @@ class Ledger(StateFile):
         with self._open() as con:
             for stmt in _SCHEMA:
                 con.execute(stmt)
-            self._tables.update(("dpsql_records", "dpsql_models"))
+            self._tables.update(("dpsql_records", "dpsql_models", "dpsql_pieces"))
             row = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchone()
             if row is None:
                 if total is None:
@@ -206,9 +209,9 @@ class Ledger(StateFile):
                 in rows]
 
     def spent(self) -> float:
-        """Everything charged to the ledger, by anyone."""
+        """Everything charged to the ledger, by anyone (composed exactly: the ρ of the total it took)."""
         with self._open() as con:
-            return self._spent(con)
+            return self._budget(con)[1] if self.exact and self.limit is None else self._spent(con)
 
     def status(self) -> tuple[float, float, float]:
         """(total, spent, remaining) as `who` sees them: the ledger's, or within `who`'s limit.
@@ -224,19 +227,38 @@ class Ledger(StateFile):
     def _state(self) -> tuple[tuple[float, float, float], float]:
         signature = self._cache_version()
         cached = self._status_cache
-        if signature is not None and cached is not None and cached[0] == (signature, self.limit):
+        if signature is not None and cached is not None and cached[0] == (signature, self.limit, self.accounting):
             return cached[1]
         with self._open() as con:
             state = self._status(con), self._delta_spent(con)
-        self._status_cache = ((signature, self.limit), state) if signature is not None else None
+        self._status_cache = ((signature, self.limit, self.accounting), state) if signature is not None else None
         return state
 
     def _status(self, con) -> tuple[float, float, float]:
-        spent, capacity = self._spent(con), self.capacity(self._delta_spent(con))
+        total, spent, remaining = self._budget(con)
+        return total, spent, max(remaining, 0.0)
+
+    @property
+    def exact(self) -> bool:
+        """Whether the history is composed exactly (`dpsql.budget.ledger_accounting`): a zCDP ledger in EXACT mode."""
+        return self.accounting == EXACT and self.noise == "gaussian" and self.delta > 0
+
+    def _budget(self, con, pure=(), delta: float = 0.0) -> tuple[float, float, float]:
+        """(total, spent, remaining) in ρ as if pure pieces `pure` and δ events of `delta` were charged too;
+        remaining is the Gaussian ρ that still fits and may be negative (over). Exactly composed, spent is
+        what the history took of the total (a ρ-equivalent); the per-analyst limit counts ρ as charged."""
+        more = sum(p.rho for p in pure)
+        if self.exact:
+            acc, history = accountant(self.total, self.delta), self._history(con).plus(pure, delta)
+            remaining, capacity = acc.remaining(history), acc.zcdp_capacity(history.delta)
+            spent = capacity - remaining
+        else:
+            spent, capacity = self._spent(con), self.capacity(self._delta_spent(con) + delta)
+            remaining = capacity - spent - more
         if self.limit is None:
-            return capacity, spent, max(capacity - spent, 0.0)
-        mine = self._spent(con, self.who)
-        return self.limit, mine, max(min(self.limit - mine, capacity - spent), 0.0)
+            return capacity, spent, remaining
+        mine = self._spent(con, self.who, delta) + more
+        return self.limit, mine, min(self.limit - mine, remaining)
 
     def capacity(self, delta_spent: float) -> float:
         """The total in the ledger's unit once key releases spent `delta_spent` of δ: ρ(ε(total, δ), δ − δ_spent).
@@ -284,13 +306,19 @@ class Ledger(StateFile):
     def remaining(self) -> float:
         return self.status()[2]
 
-    def _refuse_if_over(self, cost: float, status: tuple[float, float, float]) -> None:
+    def _refuse_if_over(self, cost: float, status: tuple[float, float, float], pure=()) -> None:
+        """Refuse a Gaussian `cost` (ρ) and pure pieces `pure` not fitting `status` (`_budget` with `pure`)."""
         total, _, remaining = status
         if cost > remaining + _SLACK * total:
             whose = "" if self.limit is None else f" of {self.who}'s budget"
+            if pure:
+                needs = f"ε={sum(p.value for p in pure):.6g} of pure DP" + \
+                    (f" and {self._in_epsilon(cost)}" if cost else "")
+                raise BudgetExceededError(f"this statement needs {needs}, more than remains{whose} of "
+                                          f"{self._in_epsilon(total)}; nothing was charged")
             raise BudgetExceededError(
-                f"this statement needs {self._in_epsilon(cost)} but only {self._in_epsilon(remaining)}{whose} of "
-                f"{self._in_epsilon(total)} remains; nothing was charged"
+                f"this statement needs {self._in_epsilon(cost)} but only {self._in_epsilon(max(remaining, 0.0))}"
+                f"{whose} of {self._in_epsilon(total)} remains; nothing was charged"
             )
 
     def _in_epsilon(self, share: float) -> str:
@@ -301,9 +329,14 @@ class Ledger(StateFile):
             return f"ρ={share:.6g}"
         return f"ε={zcdp_to_epsilon(share, self.delta):.6g} (ρ={share:.6g})"
 
-    def check(self, cost: float) -> None:
-        """Raise BudgetExceededError if `cost` does not fit in what remains."""
-        self._refuse_if_over(cost, self.status())
+    def check(self, cost: float, pieces=None) -> None:
+        """Raise BudgetExceededError if `cost` (a charge made of `pieces`: `Entry.pieces`) does not fit."""
+        pure = pure_pieces(pieces)
+        if not pure:
+            self._refuse_if_over(cost, self.status())
+            return
+        with self._open() as con:
+            self._refuse_if_over(gaussian_part(cost, pieces), self._budget(con, pure), pure)
 
     def charge(
         self,
@@ -323,7 +356,9 @@ class Ledger(StateFile):
         with self._open() as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                self._refuse_if_over(sum(e.cost for e in entries), self._status_after(con, entries))
+                pure = [p for e in entries for p in pure_pieces(e.pieces)]
+                self._refuse_if_over(sum(gaussian_part(e.cost, e.pieces) for e in entries),
+                                     self._status_after(con, entries), pure)
                 for e in entries:
                     done.append(self._append(con, e))
                 con.execute("COMMIT")
@@ -360,13 +395,7 @@ class Ledger(StateFile):
                     raise OperationalError(f"keys of {e.table}.{grown[0]} were released meanwhile (by another "
                                            "connection); nothing was charged: ask again")
         delta = sum(e.record.delta for e in entries if e.record is not None)
-        if not delta:
-            return self._status(con)
-        spent, capacity = self._spent(con), self.capacity(self._delta_spent(con) + delta)
-        if self.limit is None:
-            return capacity, spent, max(capacity - spent, 0.0)
-        mine = self._spent(con, self.who, delta)
-        return self.limit, mine, max(min(self.limit - mine, capacity - spent), 0.0)
+        return self._budget(con, [p for e in entries for p in pure_pieces(e.pieces)], delta)
 
     def _key_counts(self, con, table: str) -> dict[str, int]:
         """{column: keys released} of a table's key columns, as the state holds them now."""
@@ -398,9 +427,12 @@ class Ledger(StateFile):
         ]
         at = _now()
         entry = (seq, at, self.who, e.table, e.statement, e.cost, e.detail)
-        parts = [prev, *entry, [_measurement_row_digest(r) for r in rows]]
-        digest = chain_digest(*parts, e.record.digest()) if e.record is not None else chain_digest(*parts)
+        parts = [prev, *entry, [measurement_row_digest(r) for r in rows]]
+        pieces = pieces_text(e.pieces) if e.pieces else None
+        digest = chain_digest(*parts, *carried(e.record.digest() if e.record is not None else None, pieces))
         con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
+        if pieces is not None:
+            con.execute("INSERT INTO dpsql_pieces VALUES (?, ?)", [seq, pieces])
         for r in rows:
             con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
         if e.record is not None:
@@ -502,41 +534,19 @@ class Ledger(StateFile):
                     if _has_table(con, "dpsql_records") else []
                 models = con.execute("SELECT seq, spec FROM dpsql_models ORDER BY seq").fetchall() \
                     if _has_table(con, "dpsql_models") else []
+                pieces = dict(con.execute("SELECT seq, pieces FROM dpsql_pieces").fetchall()) \
+                    if _has_table(con, "dpsql_pieces") else {}
             except duckdb.Error as e:
                 return [f"the ledger tables were altered ({str(e).splitlines()[0]})"]
+        problems, spent, charged = chain_problems(budget, ledger, stored, records, models, pieces)
         if len(budget) != 1:
-            return [f"expected one budget declaration, found {len(budget)}"]
-        problems = []
-        noise, total, delta, created, prev = budget[0]
-        if chain_digest(noise, total, delta, created) != prev:
-            problems.append("the budget declaration was altered")
-        measured: dict[int, list[str]] = {}
-        for row in stored:
-            measured.setdefault(row[0], []).append(_measurement_row_digest(row[1:]))
-        released = {seq: (kind, name, delta, payload) for seq, kind, name, delta, payload in records}
-        for seq, text in models:  # a model is in the chain through its record's SHA-256
-            record = released.get(seq)
-            if record is None or record[0] != MODEL or \
-                    json.loads(record[3]).get("sha256") != hashlib.sha256(text.encode()).hexdigest():
-                problems.append(f"the model stored for charge {seq} was altered or has no record")
-        spent = 0.0
-        for expected_seq, (seq, at, who, table, statement, cost, detail, prev_hash, digest) in enumerate(ledger, 1):
-            if seq != expected_seq:
-                problems.append(f"charge {expected_seq} is missing (found {seq})")
-            if prev_hash != prev:
-                problems.append(f"charge {seq} does not follow the previous one (chain broken)")
-            parts = [prev_hash, seq, at, who, table, statement, cost, detail, measured.pop(seq, [])]
-            record = released.pop(seq, None)
-            if (chain_digest(*parts, chain_digest(*record)) if record is not None else chain_digest(*parts)) != digest:
-                problems.append(f"charge {seq} or its measurements were altered")
-            prev = digest
-            spent += cost
-        for seq in measured:
-            problems.append(f"measurements stored for charge {seq}, which is not in the ledger")
-        for seq in released:
-            problems.append(f"a record stored for charge {seq}, which is not in the ledger")
-        capacity = self.capacity(sum(delta for _, _, _, delta, _ in records))
-        if spent > capacity * (1 + _SLACK):
+            return problems
+        delta_spent = sum(delta for _, _, _, delta, _ in records)
+        capacity = self.capacity(delta_spent)
+        if self.exact:
+            if not accountant(self.total, self.delta).fits(History().plus(charged, delta_spent), slack=_SLACK):
+                problems.append(f"the charges' exact composition is over the total budget ρ={self.total:g}")
+        elif spent > capacity * (1 + _SLACK):
             problems.append(f"charges add up to {spent:g}, over the total budget {capacity:g}")
         return problems
 
@@ -544,6 +554,9 @@ class Ledger(StateFile):
         """What keys this object's own caches of the state (`status`, `records`): the `version`, or in
         memory (only this object writes it, every change through `_append`) how many appends began."""
         return ("memory", self._generation) if self._memory is not None else self.version()
+
+    def _history(self, con) -> History:
+        return read_history(con, self._has(con, "dpsql_pieces"), self._has(con, "dpsql_records"))
 
     def _has(self, con, table: str) -> bool:
         """Whether the state holds `table` (ledgers written before it existed do not); a table once seen is

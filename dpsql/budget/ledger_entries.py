@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mechanisms.measurement import Measurement
+from mechanisms.pld_accounting import Piece
 
 KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds of records
 NOISY_MAX = "noisy_max"  # a report-noisy-max pick (`dpsql.handlers.noisy_max`), named by its question
@@ -56,6 +57,7 @@ class Entry:
     record: Record | None = None
     model: str | None = None  # a released model's JSON (`model_record` makes its record)
     key_counts: tuple[tuple[str, int], ...] = ()  # the table's key columns' released keys it was computed over
+    pieces: tuple[Piece, ...] | None = None  # the mechanisms it was (`dpsql.budget.ledger_accounting`); None: ρ = cost
 
 
 def model_record(spec: dict) -> tuple[Record, str]:
@@ -68,3 +70,8 @@ def model_record(spec: dict) -> tuple[Record, str]:
 def chain_digest(*parts) -> str:
     """SHA-256 of JSON-encoded parts: how the hash chain covers a row and what it carries."""
     return hashlib.sha256(json.dumps(parts, default=str, separators=(",", ":")).encode()).hexdigest()
+
+
+def carried(record: str | None, pieces: str | None) -> list[str]:
+    """What a charge's digest covers beyond its row and measurements: its record's digest, its mechanisms."""
+    return [*([record] if record is not None else []), *([chain_digest("pieces", pieces)] if pieces else [])]

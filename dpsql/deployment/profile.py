@@ -24,6 +24,7 @@ epsilon = 10                       # or rho = ...
 delta = 1e-9                       # 0: pure ε-DP
 query_epsilon = 0.1                # default share of each new query
 key_delta = 1e-10                  # the δ one release of keys spends (default: δ / 10)
+accounting = "exact"               # how charges compose: "exact" (default) or "zcdp" (dpsql.budget.ledger_accounting)
 
 [engine]                           # DuckDB settings of the database the scans run in
 threads = 4
@@ -63,13 +64,14 @@ from typing import Any
 
 from dpsql.budget.units import checked
 from dpsql.errors import ProfileError, ProgrammingError
+from dpsql.budget.ledger_accounting import ACCOUNTING_MODES
 from dpsql.deployment.output_files import OutputFiles
 from dpsql.interfaces.server.auth import Verifier
 
 _SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server", "owner"}
 _DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir", "engine", "spark_master", "tables"}
 _DATA_ENGINES = ("duckdb", "spark")
-_BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho", "key_delta"}
+_BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho", "key_delta", "accounting"}
 _ANALYST_KEYS = {"epsilon", "rho", "password"}
 _SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections", "workers", "authentication_timeout",
                 "max_unauthenticated", "console"}
@@ -163,7 +165,11 @@ class Profile:
         budget = _section(spec, "budget")
         _known(budget, _BUDGET_KEYS, "[budget]")
         checked_budget = {k: _amount(k.removeprefix("query_").removeprefix("key_"), v, f"[budget] {k}")
-                          for k, v in budget.items()}
+                          for k, v in budget.items() if k != "accounting"}
+        if "accounting" in budget:
+            if budget["accounting"] not in ACCOUNTING_MODES:
+                raise ProfileError(f"[budget] accounting must be one of {', '.join(map(repr, ACCOUNTING_MODES))}")
+            checked_budget["accounting"] = budget["accounting"]
         analysts = {}
         for name, entry in _section(spec, "analysts").items():
             if not isinstance(entry, dict):

@@ -7,6 +7,7 @@ from typing import Sequence
 from dpsql.budget.units import Sizing, checked
 from dpsql.errors import NotSupportedError, ProgrammingError
 from dpsql.handlers import key_release, noisy_max
+from dpsql.budget.noise_charges import charge_of, charge_words, fits
 from dpsql.answers.post_processing import CompositeQuery, parts_of
 from dpsql.answers.result import Result
 from dpsql.sql.statements import BeginWorkload, EndWorkload, Explain, classify, split_statements, take_weight
@@ -52,10 +53,12 @@ def plans(session, planned: dict) -> Result:
     """EXPLAIN's result: each table's plan, then the total cost against what remains."""
     text = "\n".join(f"[{name}] " + plan.explain() + ("\n  " + table.explain_note() if table.explain_note() else "")
                      for name, (table, plan) in planned.items())
-    cost = sum(plan.cost for _, plan in planned.values())
+    charges = [charge_of(plan, session.budget_unit.noise) for _, plan in planned.values()]
+    cost, pieces = sum(c for c, _ in charges), tuple(p for _, ps in charges for p in ps or ())
     remaining = session.ledger.remaining()
-    verdict = "fits in" if cost <= remaining * (1 + 1e-9) else "EXCEEDS"
-    text += f"\nTotal cost {session.amount(cost)}; {verdict} the remaining budget {session.amount(remaining)}"
+    verdict = "fits in" if fits(session.ledger, cost, pieces) else "EXCEEDS"
+    text += f"\nTotal cost {charge_words(cost, pieces, session.amount).removeprefix('charged ')}; " \
+            f"{verdict} the remaining budget {session.amount(remaining)}"
     return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
 
 

@@ -27,6 +27,7 @@ from dpsql.tables.catalog import Catalog
 from dpsql.errors import Error, InterfaceError, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.handlers import workloads
 from dpsql.budget.ledger import Ledger
+from dpsql.budget.ledger_accounting import ACCOUNTING_MODES
 from dpsql.deployment.output_files import OutputFiles
 from dpsql.deployment.profile import Profile
 from dpsql.answers.result import Result
@@ -72,6 +73,7 @@ def connect(
     spark: Any = None,
     profile: str | Path | None = None,
     analyst: str | None = None,
+    accounting: str | None = None,
 ) -> "Connection":
     """Open a DP connection.
 
@@ -84,8 +86,11 @@ def connect(
     read-only unless ``read_only=False`` (dpsql never writes it: analysts' own tables live
     in their workspace). The budget is ``epsilon`` with ``delta`` (zCDP accounting,
     discrete Gaussian noise; δ defaults to 1e-9), or ``rho`` directly, or ``epsilon``
-    with ``delta=0`` for pure ε-DP (discrete Laplace noise). With none given, a new
-    ledger gets ε=1, δ=1e-9 and an existing one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
+    with ``delta=0`` for pure ε-DP (discrete Laplace noise). ``accounting`` says how a zCDP
+    ledger's charges compose: ``"exact"`` (default: a statement may get discrete Laplace noise
+    where it errs less, and the history is composed exactly) or ``"zcdp"``
+    (`dpsql.budget.ledger_accounting`). With none given, a new ledger gets ε=1, δ=1e-9 and an existing
+    one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
     query that needs new measurements spends. The ledger lives in ``state`` (default:
     ``<database>.dpsql-state`` beside a file database, in memory otherwise).
     ``seed`` makes the noise reproducible: for tests only (never through a profile).
@@ -98,7 +103,8 @@ def connect(
         given = {"database": database != ":memory:", "catalog": catalog is not None, "epsilon": epsilon is not None,
                  "delta": delta is not None, "rho": rho is not None, "state": state is not None,
                  "seed": seed is not None, "read_only": read_only is not None, "user": user is not None,
-                 "con": con is not None, "backend": backend != "duckdb", "spark": spark is not None}
+                 "con": con is not None, "backend": backend != "duckdb", "spark": spark is not None,
+                 "accounting": accounting is not None}
         chosen = [name for name, was_given in given.items() if was_given]
         if chosen:
             raise ProgrammingError(f"a profile fixes {', '.join(chosen)}: connect with the profile and an analyst only")
@@ -111,7 +117,7 @@ def connect(
         raise ProgrammingError(f"database must be a path, got {type(database).__name__}")
     return _open(database, catalog=catalog, epsilon=epsilon, delta=delta, rho=rho, query_epsilon=query_epsilon,
                  query_rho=query_rho, state=state, seed=seed, dialect=dialect, read_only=read_only, user=user,
-                 con=con, backend=backend, spark=spark)
+                 con=con, backend=backend, spark=spark, accounting=accounting)
 
 
 def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | None, query_rho: float | None,
@@ -132,7 +138,7 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
         rho=budget.get("rho"), query_epsilon=query_epsilon if query_epsilon is not None or query_rho is not None
         else budget.get("query_epsilon"), query_rho=query_rho if query_rho is not None else budget.get("query_rho"),
         state=profile.ledger, seed=None, dialect=dialect, read_only=profile.read_only, user=who.name,
-        engine=profile.engine, key_delta=budget.get("key_delta"),
+        engine=profile.engine, key_delta=budget.get("key_delta"), accounting=budget.get("accounting"),
         workspace=profile.workspace, allowance=(who.epsilon, who.rho),
         owner_files=profile.owner_files(), output_dir=profile.output_dir,
         confined=True, backend=backend, spark=spark,
@@ -157,11 +163,15 @@ def _open(
     con=None, backend: str | Backend = "duckdb", spark: Any = None, engine: dict | None = None,
     workspace: dict | None = None, allowance: tuple[float | None, float | None] = (None, None),
     owner_files: list = (), output_dir: Path | None = None, confined: bool = False, key_delta: float | None = None,
+    accounting: str | None = None,
 ) -> "Connection":
     for name, value in (("epsilon", epsilon), ("rho", rho), ("query_epsilon", query_epsilon), ("query_rho", query_rho),
                         ("delta", delta)):
         if value is not None:
             checked(name.removeprefix("query_"), value, name)
+    if accounting is not None and accounting not in ACCOUNTING_MODES:
+        raise ProgrammingError(f"accounting must be one of {', '.join(map(repr, ACCOUNTING_MODES))}, "
+                               f"got {accounting!r}")
     unit, total = Budget.requested(epsilon, delta, rho, DEFAULT_DELTA)
     catalog = Catalog.load(catalog)
     measurer = make_backend(backend, spark)
@@ -176,6 +186,8 @@ def _open(
         raise OperationalError(f"cannot open database {database!r}: {e}") from None
     state_path = _state_path(database, state)
     ledger = _open_ledger(state_path, unit, total, user)
+    if accounting is not None:
+        ledger.accounting = accounting
     allowed_epsilon, allowed_rho = allowance
     if allowed_epsilon is not None or allowed_rho is not None:
         ledger.limit = Budget(ledger.noise, ledger.delta).share(allowed_epsilon, allowed_rho)

@@ -1,0 +1,76 @@
+"""How a zCDP ledger's history is composed: the mechanisms its charges were, and the accounting mode.
+
+Each charge is stored with its cost in ρ (its zCDP bound, which the zCDP mode adds up) and, since
+this module exists, the mechanisms it was (`dpsql_pieces`: discrete Gaussians and discrete
+Laplaces, `mechanisms.pld_accounting.Piece`); a charge without them (every charge written before,
+a key release, a continual emit) is the Gaussian of its ρ, and a key release's δ is its record's.
+In the EXACT mode (the default) the budget left is the better of the zCDP and the PLD certificates
+(`mechanisms.pld_accounting.Accountant`), never less than the zCDP mode's; ZCDP keeps the zCDP one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from mechanisms.accounting import zcdp_to_epsilon
+from mechanisms.pld_accounting import LAPLACE_PIECE, Accountant, History, Piece
+
+EXACT, ZCDP = "exact", "zcdp"
+ACCOUNTING_MODES = (EXACT, ZCDP)
+
+PIECES_TABLE = "CREATE TABLE IF NOT EXISTS dpsql_pieces (seq BIGINT NOT NULL, pieces VARCHAR NOT NULL)"
+
+
+def accountant(total: float, delta: float) -> Accountant:
+    """The accountant of a zCDP ledger of ρ `total` at `delta`: its declared (ε, δ) is the one that ρ gives."""
+    return Accountant(zcdp_to_epsilon(total, delta), delta, total)
+
+
+def pieces_text(pieces: tuple[Piece, ...]) -> str:
+    return json.dumps([p.to_json() for p in pieces], separators=(",", ":"))
+
+
+def charge_pieces(cost: float, text: str | None) -> list[Piece]:
+    """The mechanisms of one stored charge: its pieces, and a Gaussian for any ρ of its cost they do not
+    cover (none for a charge that recorded them all; all of it for a charge that recorded none)."""
+    pieces = [] if text is None else [Piece.from_json(spec) for spec in json.loads(text)]
+    uncovered = cost - sum(p.rho for p in pieces)
+    if uncovered > 1e-12 * max(cost, 1e-300):
+        pieces.append(Piece.gaussian(uncovered))
+    return pieces
+
+
+def read_history(con, has_pieces: bool, has_records: bool) -> History:
+    """The history of the ledger open on `con` (every charge's mechanisms, every key release's δ)."""
+    if has_pieces:
+        # Only charges with pure pieces are read piece by piece: a Gaussian-only charge is the Gaussian of its ρ.
+        rows = con.execute(f"SELECT l.cost, CASE WHEN p.pieces LIKE '%{LAPLACE_PIECE}%' THEN p.pieces END "
+                           "FROM dpsql_ledger l LEFT JOIN dpsql_pieces p USING (seq) ORDER BY l.seq").fetchall()
+    else:
+        rows = [(cost, None) for (cost,) in con.execute("SELECT cost FROM dpsql_ledger ORDER BY seq").fetchall()]
+    pieces = [p for cost, text in rows for p in charge_pieces(float(cost), text)]
+    delta = float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_records").fetchone()[0]) \
+        if has_records else 0.0
+    return History().plus(pieces, delta)
+
+
+def gaussian_part(cost: float, pieces: tuple[Piece, ...] | None) -> float:
+    """The ρ of a charge that is Gaussian: what adds to the history's ρ (the pure pieces compose apart)."""
+    if not pieces:
+        return cost
+    return max(cost - sum(p.rho for p in pieces if p.kind == LAPLACE_PIECE), 0.0)
+
+
+def pure_pieces(pieces: tuple[Piece, ...] | None) -> list[Piece]:
+    return [p for p in pieces or () if p.kind == LAPLACE_PIECE]
+
+
+def pure_epsilons(ledger) -> dict[int, float]:
+    """{seq: ε} of the charges that were discrete Laplace noise (the ε of their pure pieces, added up)."""
+    with ledger._open() as con:
+        if not con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'dpsql_pieces'"
+                           ).fetchone()[0]:
+            return {}
+        rows = con.execute("SELECT seq, pieces FROM dpsql_pieces").fetchall()
+    out = {seq: sum(p.value for p in charge_pieces(0.0, text) if p.kind == LAPLACE_PIECE) for seq, text in rows}
+    return {seq: e for seq, e in out.items() if e > 0}
