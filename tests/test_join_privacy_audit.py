@@ -48,9 +48,13 @@ def add_hostile_unit(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def shop(neighbour: int) -> duckdb.DuckDBPyConnection:
-    """The shop D (`tests.test_protected_joins`), or with `neighbour` D' = D plus the hostile unit."""
-    con = duckdb.connect()
+    """The shop D (the first 300 customers of `tests.test_protected_joins`' shop, their orders and items),
+    or with `neighbour` D' = D plus the hostile unit."""
+    con = duckdb.connect(config={"threads": 1})
     _shop(con)
+    con.execute("DELETE FROM customers WHERE customer_id >= 300")
+    con.execute("DELETE FROM orders WHERE customer_id >= 300")
+    con.execute("DELETE FROM items WHERE order_id >= 3000")
     if neighbour:
         add_hostile_unit(con)
     return con
@@ -115,8 +119,8 @@ def join_through_the_dbapi(sql: str, rho: float, trials: int, told_one_row_per_u
         out = np.empty(trials)
         for i in range(trials):
             with dpsql.connect(con=con, catalog=CATALOG, rho=rho, seed=seed * trials + i) as conn:
-                rows = dict(conn.cursor().execute(sql).fetchall())
-                out[i] = rows["north"]
+                out[i] = dict(conn.workload([sql], rho=rho)[0].rows)["north"]
+                assert conn.budget.spent.rho == pytest.approx(rho)  # the whole budget, charged once
         con.close()
         return out
 
@@ -136,7 +140,7 @@ def test_join_through_the_dbapi_audit(monkeypatch):
     """SQL compiled to the three-table join, bounded by the ledger's key, planned, measured on DuckDB and
     assembled: end to end on the hostile neighbours."""
     _memoized_planning(monkeypatch)
-    sql, rho = next(iter(JOINS)), 0.125
+    sql, rho = next(iter(JOINS)), 0.05
     claimed = zcdp_to_epsilon(rho, DELTA)
-    assert audit(join_through_the_dbapi(sql, rho, 600), DELTA) < claimed
-    assert audit(join_through_the_dbapi(sql, rho, 300, told_one_row_per_unit=True), DELTA) > claimed
+    assert audit(join_through_the_dbapi(sql, rho, 250), DELTA) < claimed
+    assert audit(join_through_the_dbapi(sql, rho, 100, told_one_row_per_unit=True), DELTA) > claimed
