@@ -140,7 +140,7 @@ def test_with_stderr_columns_the_bars_are_labelled_by_the_groups_only(console):
 def test_refused_statements_spend_nothing(console):
     bob, _ = log_in(console, "bob", "bob-pw")
     refused = [
-        "SET dpsql.query_epsilon = 0.3; SELECT COUNT(*) FROM people",  # over bob's own ε = 0.25
+        "SET dpsql.query_epsilon = 3; SELECT COUNT(*) FROM people",  # over bob's own ε = 0.25 in either noise
         "SELECT COUNT(*) FROM people WHERE sex = 'X'",  # not a declared value
         "SELECT ssn FROM people",  # rows of a protected table
         f"ATTACH '{console.root / 'census.duckdb.dpsql-state'}' AS ledger",  # the owner's files
