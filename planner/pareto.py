@@ -62,7 +62,7 @@ from planner.adaptive.base import AdaptiveRelease
 from planner.planning_limit import PlanningLimit, PlanningCancelled
 from planner.families import FAMILIES, budget_exponent
 from planner.plan import MAX_ERROR, OBJECTIVES, TOTAL_SQUARED, Plan
-from planner.bayes_front import MAX_EVALUATIONS, Knob, bayes_front
+from planner.bayes_front import BAYES, MAX_EVALUATIONS, Knob, bayes_front
 from planner.planner import expected_rmse, plan_workload
 
 PLANNER = "planner"
@@ -395,6 +395,7 @@ def adaptive_front(
     seed: int = 0,
     limit: PlanningLimit | None = None,
     linear: Front | None = None,
+    search: str = BAYES,
 ) -> Front:
     """The simulated (ε, RMSE) front of AIM and RAP over ε and their settings, by Bayesian optimization.
 
@@ -449,7 +450,7 @@ def adaptive_front(
                 return math.sqrt(prediction.total_squared_error / max(weighted_rows, 1e-300))
             return workload_rmse(workload, prediction.rmse, MAX_ERROR)
 
-        done, stopped = bayes_front(evaluate, knobs, max_evaluations, initial, seed, limit, first)
+        done, stopped = bayes_front(evaluate, knobs, max_evaluations, initial, seed, limit, first, search=search)
         evaluations += len(done)
         curves[procedure.name] = sorted(
             (FrontPoint(e.epsilon, e.rmse, procedure.name, to_budget(e.epsilon, noise, delta), _label(e.settings),

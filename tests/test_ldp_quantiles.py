@@ -72,8 +72,13 @@ def test_true_quantile_and_quantile_error_follow_definition_19():
     assert quantile_error(cdf, 4, 0.5) == pytest.approx(0.4)  # for q′ in (0.9, 1]
 
 
-def test_the_target_rank_uses_the_estimated_total_not_the_largest_noisy_prefix():
-    """A noisy interior prefix above the total must not raise the target q·N̂ (it biased medians upward)."""
-    prefix = np.array([[10.0, 45.0, 55.0, 130.0, 100.0]])
-    found = quantile_bins(prefix, np.zeros_like(prefix), 0.5, 1.96)
-    assert found.bin[0] == 2 and found.total[0] == 100.0  # target 50; the old target 65 gave bin 3
+def test_the_search_runs_on_the_isotonic_fit_with_the_estimated_total():
+    """Not on a running maximum: it crosses q·N̂ at the first upward noise excursion (a downward bias,
+    −221 bins at 2¹⁶ bins, `benchmarks.ldp_quantiles`), and its last value, the largest noisy prefix,
+    would raise the target q·N̂ (an upward one)."""
+    early = np.array([[10.0, 60.0, 40.0, 45.0, 70.0, 100.0]])
+    found = quantile_bins(early, np.zeros_like(early), 0.5, 1.96)
+    assert found.bin[0] == 4  # the fit is [10, 48.3, 48.3, 48.3, 70, 100]; a running maximum gives bin 1
+    overshoot = np.array([[10.0, 45.0, 55.0, 130.0, 100.0]])
+    found = quantile_bins(overshoot, np.zeros_like(overshoot), 0.5, 1.96)
+    assert found.bin[0] == 2 and found.total[0] == 100.0  # target 50, not 65 (bin 3)
