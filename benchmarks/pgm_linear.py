@@ -66,11 +66,11 @@ def counts(domain: Domain, rows: np.ndarray, clique: tuple[str, ...]) -> np.ndar
     return np.bincount(flat, minlength=domain.size(clique)).astype(np.int64)
 
 
-def workload(domain: Domain) -> Workload:
-    """15 random 3-way range-marginals whose joint junction tree stays under TREE_CELLS."""
+def workload(domain: Domain, cliques_wanted: int = CLIQUES) -> Workload:
+    """`cliques_wanted` (15) random 3-way range-marginals whose joint junction tree stays under TREE_CELLS."""
     rng = np.random.default_rng(SEED)
     cliques: list[tuple[str, ...]] = []
-    while len(cliques) < CLIQUES:
+    while len(cliques) < cliques_wanted:
         picked = sorted(rng.choice(len(domain.attributes), 3, replace=False))
         clique = tuple(domain.attributes[i] for i in picked)
         if clique not in cliques and model_size(domain, cliques + [clique]) <= TREE_CELLS:

@@ -6,8 +6,8 @@ distributions T_H = T_F induced by a Uniform, Zipf or Geometric distribution ove
 14 features (a threshold's probability the normalized product of its features', the
 feature masses randomly permuted; Zipf a = 1 and Geometric p = 1/4, the seed not
 stating them: p = 1/4 is its code's drift base). W_H is drawn without replacement
-(so |W_H| <= C(14, 3) = 364: the seed's |W_H| = 1024 cannot be drawn on ADULT), W_F
-i.i.d. RAP is fitted to every consistent query of W_H (`mechanisms.rap.fit_workload`:
+(so |W_H| <= C(14, 3) = 364), or i.i.d. as the seed does with `--iid` (|W_H| up to 1024,
+repeats allowed: a repeated threshold is the same queries), W_F i.i.d. RAP is fitted to every consistent query of W_H (`mechanisms.rap.fit_workload`:
 1-way marginals of all 14 attributes first, then the r-aware (T, K) rule) and scored
 on W_F by the future error err_F (Def 4.5.3): the mean over future thresholds of each
 threshold's max absolute error on normalized answers, with its 95% interval (1.96
@@ -29,7 +29,7 @@ Beyond the seed: the same exact-setting protocol on 3-way marginals (3-of-3, Uni
 Geometric, |W_H| in {4, 16, 64}): dpsql's own use, past marginal queries fitting D' for
 future marginal queries (`dpsql synth --mechanism rap --workload past`).
 
-    python -m benchmarks.rap_future [--quick] [--runs 1] [--seed 7] [--epsilons 0.1] [--rules]
+    python -m benchmarks.rap_future [--quick] [--runs 1] [--seed 7] [--epsilons 0.1] [--rules] [--iid] [--grid T,K ...]
         [--settings exact marginals drift] [--distributions ...] [--history ...] [--output FILE] [--append]
 
 writes benchmarks/results/rap_future.json (a list of records; not with --quick unless --output) and
@@ -129,7 +129,8 @@ def fit(domain, counts, history, rho, n, config):
     }
 
 
-def exact_setting(domain, counts, n, epsilon, setup, seed, run, rules, r=1, distributions=None, sizes=None) -> list[dict]:
+def exact_setting(domain, counts, n, epsilon, setup, seed, run, rules, r=1, distributions=None, sizes=None,
+                  iid=False, grid=()) -> list[dict]:
     rho = epsilon_delta_to_zcdp(epsilon, 1.0 / n**2)
     config = setup["config"]
     kind = f"{r}-of-{K}" if r < K else f"{K}-way marginals"
@@ -145,14 +146,16 @@ def exact_setting(domain, counts, n, epsilon, setup, seed, run, rules, r=1, dist
         common = {"experiment": "exact", "workload": kind, "distribution": name, "epsilon": epsilon, "rho": rho, "run": run,
                   "future_thresholds": len(future), "future_queries": m_future}
         for h in sizes or setup["history"]:
-            history = sample_thresholds(domain, features, K, r, h, seed=seed + 100 * run + 10 * h + d_index, replace=False)
+            history = sample_thresholds(domain, features, K, r, h, seed=seed + 100 * run + 10 * h + d_index, replace=iid)
             # for marginals (r = k) the T·K rule is RAP's own: the variant is a second run of the same (T, K)
             variants = {"RAP": config} | ({"RAP (T·K rule)": replace(config, r_aware=False)} if rules else {})
+            variants |= {f"RAP (T={t}, K={k})": replace(config, rounds=t, per_round=k) for t, k in grid}
             for label, variant in variants.items():
                 result, detail = fit(domain, counts, history, rho, n, variant)
                 present = threshold_errors(history, counts, n, {"rap": result.model.relaxed})["rap"]
                 errors = threshold_errors(future, counts, n, {"rap": result.model.relaxed})["rap"]
-                records.append(common | {"history": h, "mechanism": label} | summarize(errors, present) | detail)
+                records.append(common | {"history": h, "mechanism": label, "iid_history": iid,
+                                         "distinct_history": len({t.attributes for t in history})} | summarize(errors, present) | detail)
                 print(f"{kind} {name:9s} |W_H|={h:4d} eps={epsilon:g} {label}: T={detail['rounds']} K={detail['per_round']} "
                       f"err_F {records[-1]['err_F']:.4f} ± {records[-1]['ci95']:.4f}  present {present.worst:.4f}  "
                       f"{detail['seconds']:.0f}s", flush=True)
@@ -236,6 +239,9 @@ def main() -> None:
                         help="override the distributions of the exact and marginal settings")
     parser.add_argument("--history", type=int, nargs="+", default=None, help="override the |W_H| values")
     parser.add_argument("--output", type=Path, default=None, help=f"default {RESULTS} (not written by --quick)")
+    parser.add_argument("--iid", action="store_true", help="draw W_H i.i.d. as the seed does (|W_H| up to 1024)")
+    parser.add_argument("--grid", type=lambda v: tuple(int(x) for x in v.split(",")), nargs="+", default=(),
+                        help="(T, K) settings run beside the rule, e.g. --grid 1,256 4,64 16,16 64,4")
     parser.add_argument("--append", action="store_true", help="add the records to those already in the output file")
     args = parser.parse_args()
     setup = QUICK if args.quick else FULL
@@ -248,7 +254,7 @@ def main() -> None:
         for epsilon in args.epsilons:
             if "exact" in args.settings:
                 records += exact_setting(domain, counts, n, epsilon, setup, args.seed, run, args.rules, 1,
-                                         args.distributions, args.history)
+                                         args.distributions, args.history, args.iid, args.grid)
             if setup["marginals"] and "marginals" in args.settings:
                 m = setup["marginals"]
                 records += exact_setting(domain, counts, n, epsilon, setup, args.seed, run, args.rules, K,

@@ -212,7 +212,7 @@ def aim(
         epsilon = epsilon_for(select_share)
         sigma = math.sqrt(1.0 / (2.0 * measure_share))
         limit = max_model_size * (budget.used + select_share + measure_share) / budget.total
-        candidates = _small_candidates(domain, weights, model, [m.clique for m in linear], limit, sizes)
+        candidates = small_candidates(domain, weights, model, [m.clique for m in linear], limit, sizes)
         sensitivity = max(weights[r] for r in candidates)
         scores = _scores(model, candidates, weights, counts, sigma)
         chosen = candidates[exponential_mechanism(scores, epsilon, Fraction(sensitivity), rng)]
@@ -232,7 +232,7 @@ def aim(
     return AIMResult(released, model, previous, log, weights, spent["selection"], spent["measurement"])
 
 
-def _small_candidates(
+def small_candidates(
     domain: Domain,
     weights: Mapping[Clique, float],
     model: GraphicalModel,

@@ -2,8 +2,12 @@
 
 Given estimates P̂(j) of the prefix counts #{rows with bin ≤ j} of an ordered column (one row
 per group), the q-quantile is the first bin where the CDF reaches q·N̂, N̂ = P̂(last) (S001 §5.4.4,
-"Prefix and Quantile Queries"): the prefix estimates are first made non-decreasing (a running
-maximum: post-processing), then searched.
+"Prefix and Quantile Queries"): the prefix estimates are first made non-decreasing by isotonic
+regression (their least-squares monotone fit: post-processing), then searched for q·N̂, N̂ the
+estimated total. A running maximum instead crosses q·N̂ at the first upward noise excursion: on
+LDP tables of 2¹⁶ bins its deciles were biased by −221 bins (−51 when also taking the running
+maximum's last value as N̂, which biases upward), isotonic regression's by +7 with 0.42× the mean
+absolute error (HH^c_4 and HaarHRR, ε = ln 3, 2²¹ users; `benchmarks.ldp_quantiles`).
 
 The uncertainty inverts two one-sided tests on D(j) = P(j) − q·N, whose estimates D̂(j) have the
 exact standard deviations s(j) of the answering model (covariances of P̂(j) and N̂ included: the
@@ -20,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import isotonic_regression
 
 from mechanisms.arrays import to_numpy
 from mechanisms.matrices import Dense
@@ -53,8 +58,8 @@ def quantile_bins(prefix: np.ndarray, difference_variance: np.ndarray, q: float,
     """The q-quantile bins of each row of `prefix` (groups × bins), with the interval of the two one-sided
     tests at ±z (see the module); `difference_variance` is Var(P̂(j) − q·N̂), same shape."""
     raw = np.asarray(prefix, dtype=float)
-    prefix = np.maximum.accumulate(raw, axis=-1)
-    total = prefix[..., -1]
+    prefix = _isotonic(raw)
+    total = raw[..., -1]  # N̂ itself
     target = q * total
     found = _first_at_least(prefix, target)
     below = np.take_along_axis(prefix, np.maximum(found - 1, 0)[..., None], -1)[..., 0]
@@ -72,6 +77,12 @@ def quantile_bins(prefix: np.ndarray, difference_variance: np.ndarray, q: float,
     low, high = np.minimum(low, found), np.maximum(high, found)  # the estimate lies in its interval
     empty = total < 1.0
     return QuantileBins(np.where(empty, -1, found), within, low, high, total)
+
+
+def _isotonic(raw: np.ndarray) -> np.ndarray:
+    """Each row's least-squares non-decreasing fit (pool adjacent violators)."""
+    flat = raw.reshape(-1, raw.shape[-1])
+    return np.array([isotonic_regression(row).x for row in flat]).reshape(raw.shape)
 
 
 def _first_at_least(values: np.ndarray, target: np.ndarray) -> np.ndarray:

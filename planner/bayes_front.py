@@ -23,6 +23,7 @@ from scipy.stats import norm, qmc
 from planner.planning_limit import OutOfTime, PlanningLimit
 
 MAX_EVALUATIONS = 12  # simulations per adaptive procedure
+BAYES, RANDOM = "bayes", "random"  # the searches `bayes_front` runs
 
 
 def hypervolume(points: Iterable[tuple[float, float]], reference: tuple[float, float]) -> float:
@@ -159,14 +160,19 @@ def bayes_front(
     limit: PlanningLimit | None = None,
     first: dict[str, float] | None = None,
     candidates: int = 1024,
+    search: str = BAYES,
 ) -> tuple[list[Evaluation], bool]:
     """Minimize (ε, RMSE) over the knobs (one named "epsilon"): (every evaluation, whether time ran out).
 
     `first` (e.g. the planner's defaults), a seeded Latin-hypercube design up to `initial`
     points, then expected hypervolume improvement in (log ε, log RMSE) under a GP on log
     RMSE, maximized over `candidates` seeded random settings (never one evaluated before).
-    At most `max_evaluations` calls of `evaluate`, each stopped at the limit.
+    `search` = RANDOM replaces both the design and BO by i.i.d. uniform settings after `first`
+    (random search, DPareto's baseline: `benchmarks.dpareto`). At most `max_evaluations` calls
+    of `evaluate`, each stopped at the limit.
     """
+    if search not in (BAYES, RANDOM):
+        raise ValueError(f"unknown search {search!r}: use {BAYES!r} or {RANDOM!r}")
     if not any(k.name == "epsilon" for k in knobs):
         raise ValueError('the knobs need an "epsilon"')
     limit = limit or PlanningLimit()
@@ -199,7 +205,7 @@ def bayes_front(
     design: list[tuple[tuple[str, float], ...]] = []
     if first is not None:
         design.append(tuple((k.name, float(first[k.name])) for k in knobs))
-    extra = max(0, min(initial, max_evaluations) - len(design))
+    extra = 0 if search == RANDOM else max(0, min(initial, max_evaluations) - len(design))
     if extra:
         design += [settings_of(u) for u in qmc.LatinHypercube(d=len(knobs), rng=rng).random(extra)]
     for settings in design:
@@ -216,7 +222,7 @@ def bayes_front(
         if not pool:
             break
         finite = [e for e in done if math.isfinite(e.rmse) and e.rmse > 0]
-        if len(finite) < 2:
+        if search == RANDOM or len(finite) < 2:
             choice = pool[0]
         else:
             x = np.array([coords(e.settings) for e in finite])
@@ -237,4 +243,4 @@ def bayes_front(
     return done, False
 
 
-__all__ = ["MAX_EVALUATIONS", "Evaluation", "Knob", "bayes_front", "expected_improvement", "hypervolume"]
+__all__ = ["BAYES", "MAX_EVALUATIONS", "RANDOM", "Evaluation", "Knob", "bayes_front", "expected_improvement", "hypervolume"]

@@ -35,7 +35,10 @@ is ~60 lines of numpy/scipy (ARD RBF kernel, hyperparameters by maximizing the m
 likelihood, Nelder–Mead from a few seeded starts): with at most a dozen points a library
 (botorch/gpytorch, torch) would add far more than it serves. The first evaluation is the
 planner's own configuration (AIM's defaults), then a seeded Latin-hypercube design, then BO
-(`planner.bayes_front`).
+(`planner.bayes_front`) — but BO only from `BAYES_FROM` (24) simulations: measured as DPareto
+was (32 points, 10 seeds, `benchmarks.dpareto`), its hypervolume gain over random search is
+significant from 24 points and not at 12, so EXPLAIN PARETO's default 12 simulations are the
+configuration and a Latin-hypercube design (no GP to fit).
 
 `front_table` gives the rows of a result, `planner.chart.draw_front` the chart, and
 `budget_for_rmse` the least ε on a front that reaches an RMSE target (for linear curves in
@@ -62,7 +65,7 @@ from planner.adaptive.base import AdaptiveRelease
 from planner.planning_limit import PlanningLimit, PlanningCancelled
 from planner.families import FAMILIES, budget_exponent
 from planner.plan import MAX_ERROR, OBJECTIVES, TOTAL_SQUARED, Plan
-from planner.bayes_front import MAX_EVALUATIONS, Knob, bayes_front
+from planner.bayes_front import BAYES, MAX_EVALUATIONS, Knob, bayes_front
 from planner.planner import expected_rmse, plan_workload
 
 PLANNER = "planner"
@@ -72,6 +75,10 @@ DEFAULT_EPSILONS = tuple(float(e) for e in np.geomspace(0.01, 10.0, 13))  # quar
 REFERENCE_BUDGET = 1e-6
 TIE = 1e-6  # relative: a point this close to a preferred one at the same ε is a tie (the planner wins)
 ADAPTIVE_SECONDS = 120.0  # default planning budget (seconds of work) of the adaptive search
+# Bayesian optimization from this many simulations: its hypervolume gain over random search was
+# significant from 24 points over 10 seeds (DPareto's SVT example) and not at 12 (SVT, and AIM's
+# space over 3 seeds): `benchmarks.dpareto`, RESULTS.md (issue 35, item 5).
+BAYES_FROM = 24
 FRONT_COLUMNS = ("epsilon", "budget", "expected_rmse", "strategy", "settings", "source")
 
 
@@ -395,6 +402,7 @@ def adaptive_front(
     seed: int = 0,
     limit: PlanningLimit | None = None,
     linear: Front | None = None,
+    search: str | None = None,
 ) -> Front:
     """The simulated (ε, RMSE) front of AIM and RAP over ε and their settings, by Bayesian optimization.
 
@@ -402,7 +410,9 @@ def adaptive_front(
     at ρ(ε) with the procedure's settings on public stand-in data of `rows` rows (never the private
     table). At most `max_evaluations` simulations per procedure, all of them under `limit`
     (default: `ADAPTIVE_SECONDS` of planning work). `linear` (the workload's linear front)
-    lets a simulation that clearly loses stop after one run.
+    lets a simulation that clearly loses stop after one run. `search`: BAYES, RANDOM, or None
+    for BO only from `BAYES_FROM` simulations, where it measurably beats random search, and
+    below that the planner's configuration plus a Latin-hypercube design.
     """
     started = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -449,7 +459,11 @@ def adaptive_front(
                 return math.sqrt(prediction.total_squared_error / max(weighted_rows, 1e-300))
             return workload_rmse(workload, prediction.rmse, MAX_ERROR)
 
-        done, stopped = bayes_front(evaluate, knobs, max_evaluations, initial, seed, limit, first)
+        if search is None and max_evaluations < BAYES_FROM:
+            done, stopped = bayes_front(evaluate, knobs, max_evaluations, max_evaluations, seed, limit, first)
+        else:
+            done, stopped = bayes_front(evaluate, knobs, max_evaluations, initial, seed, limit, first,
+                                        search=search or BAYES)
         evaluations += len(done)
         curves[procedure.name] = sorted(
             (FrontPoint(e.epsilon, e.rmse, procedure.name, to_budget(e.epsilon, noise, delta), _label(e.settings),

@@ -2,8 +2,9 @@
 
 - `junction_tree`: greedy triangulation, the junction tree, its size before building;
 - `inference`: log-space belief propagation, marginals and Kronecker queries on subtrees;
-- `estimation`: the Gaussian log-likelihood of any linear measurements, the total,
+- `estimation`: the log-likelihood of any linear measurements, the total,
   mirror descent and its accelerated form;
+- `laplace_loss`: the L1 loss (Laplace negative log-likelihood) of Laplace measurements;
 - `model`: `GraphicalModel` (fit, answer blocks, the Estimator protocol, sample);
 - `estimator`: `GraphicalModelEstimator`, one model over all of a table's measurements
   (marginals, strategies, direct blocks) with least-squares error bars, and

@@ -5,7 +5,8 @@ marginals μ_r define the Gaussian negative log-likelihood
 
     L(μ) = Σ_j ‖Q_j μ_{r_j} − y_j‖² / (2 σ_j²),
 
-a convex function of the model's clique marginals (in counts: μ = N·p_θ).
+a convex function of the model's clique marginals (in counts: μ = N·p_θ); a
+Laplace measurement contributes its L1 loss ‖Q_j μ − y_j‖₁/b_j instead (`laplace_loss`).
 Q_j is the identity for a marginal, a strategy matrix (range trees, wavelets,
 HDMM's Kronecker products and sums of them, residual strategies), or a block's
 matrix for a block measured directly (`LinearMeasurement.of`). Per clique the
@@ -51,10 +52,11 @@ from scipy.sparse.linalg import LinearOperator, lsqr
 from mechanisms.arrays import to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.matrices import Identity, Kronecker, Matrix, Sum, VStack, Weighted
-from mechanisms.measurement import Measurement
+from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement
 from mechanisms.workload import Block
 from mechanisms.pgm.inference import calibrate, sum_to
 from mechanisms.pgm.junction_tree import Clique, JunctionTree
+from mechanisms.pgm.laplace_loss import SMOOTHING, absolute_curvature, absolute_term
 from mechanisms.interruption import checkpoint
 
 _LINE_SEARCH_HALVINGS = 30
@@ -69,6 +71,7 @@ class LinearMeasurement:
     values: np.ndarray
     variance: float
     query: Matrix | None = None
+    noise: str = GAUSSIAN  # LAPLACE: the fit uses the L1 loss (`mechanisms.pgm.laplace_loss`)
 
     @classmethod
     def of(
@@ -88,8 +91,9 @@ class LinearMeasurement:
                     "matrix; pass the block (blocks={fingerprint: Block}) and the domain to fit it"
                 )
             query = block.matrix(domain, domain.canonical(m.clique))
-            return cls(tuple(m.clique), np.asarray(m.values, dtype=float), float(m.variance), query)
-        return cls(tuple(m.clique), np.asarray(m.values, dtype=float), float(m.variance), m.strategy)
+        else:
+            query = m.strategy
+        return cls(tuple(m.clique), np.asarray(m.values, dtype=float), float(m.variance), query, m.noise)
 
 
 # --- strategy matrices as sums of Kronecker products -------------------------------------
@@ -281,6 +285,7 @@ class _Group:
     constant: float = 0.0  # c
     grams: list = field(default_factory=list)  # (g, split, factors): G = Σ g ⊗ factors
     general: list[LinearMeasurement] = field(default_factory=list)  # applied through Q and Qᵀ
+    absolute: list[LinearMeasurement] = field(default_factory=list)  # Laplace noise: the L1 loss
 
 
 def _merge_grams(terms: list) -> list:
@@ -309,9 +314,9 @@ class MarginalLoss:
     Q·μ and Qᵀ·residual. The loss costs one pass per measured clique.
     """
 
-    def __init__(self, tree: JunctionTree, measurements: Sequence[LinearMeasurement]):
+    def __init__(self, tree: JunctionTree, measurements: Sequence[LinearMeasurement], smoothing: float = SMOOTHING):
         m = xp()
-        self.tree = tree
+        self.tree, self.smoothing = tree, smoothing
         groups: dict[Clique, _Group] = {}
         for meas in measurements:
             clique = tree.domain.canonical(meas.clique)
@@ -322,6 +327,9 @@ class MarginalLoss:
                 groups[clique] = _Group(clique, holder, weighted=m.zeros(tree.domain.shape(clique)))
             g = groups[clique]
             values = np.asarray(meas.values, dtype=float)
+            if meas.noise == LAPLACE:
+                g.absolute.append(meas)
+                continue
             grams = None if meas.query is None else gram_terms(meas.query)
             if meas.query is None:
                 y = m.asarray(values).reshape(tree.domain.shape(clique))
@@ -358,7 +366,9 @@ class MarginalLoss:
                 abs(coef) * float(np.prod([1.0 if f is None else _norm2(f) for f in factors]))
                 for coef, _, factors in g.grams
             )
-            norm2 += sum(_spectral_norm2(q.query, domain.size(g.clique)) / q.variance for q in g.general)
+            norm2 += sum(_spectral_norm2(q.query, domain.size(g.clique)) / q.variance for q in g.general) + sum(
+                absolute_curvature(1.0 if q.query is None else _spectral_norm2(q.query, domain.size(g.clique)),
+                                   q.variance, self.smoothing) for q in g.absolute)
             per_clique[g.holder] += norm2 * spread
         return max(per_clique) or 1.0
 
@@ -381,6 +391,8 @@ class MarginalLoss:
                 residual = q.query.matvec(flat) - m.asarray(q.values)
                 loss += float(residual @ residual) / (2.0 * q.variance)
                 grad = grad + (q.query.rmatvec(residual) / q.variance).reshape(mu.shape)
+            for value, slope in (absolute_term(q.query, q.values, q.variance, flat, self.smoothing) for q in g.absolute):
+                loss, grad = loss + value, grad + slope.reshape(mu.shape)
             counts.append(mu)
             grads.append(grad)
         return loss, counts, grads

@@ -3,7 +3,8 @@
 `GraphicalModelEstimator` fits a `GraphicalModel` to every stored measurement of
 a table — identity marginals, strategy measurements y = Q·μ_C + noise (range
 trees, wavelets, HDMM and residual strategies) and, when their blocks are given,
-blocks measured directly — by maximizing the Gaussian likelihood over the
+blocks measured directly — by maximizing the likelihood (the L2 loss for Gaussian,
+the L1 loss for Laplace measurements, `mechanisms.pgm.laplace_loss`) over the
 marginal polytope of the junction tree (McKenna's thesis §4.5, "HDMM+PGM";
 accelerated entropic mirror descent by default). Its answers are consistent
 (one distribution answers every block) and non-negative for counting blocks

@@ -22,6 +22,7 @@ it; `mechanisms.pgm.bounds` gives AIM's a-posteriori L1 guarantees instead.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from itertools import combinations
 from typing import Callable, Mapping, Sequence
 
@@ -31,7 +32,7 @@ from mechanisms.arrays import to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.marginals import row_moments
 from mechanisms.matrices import Identity, Ones
-from mechanisms.measurement import Measurement
+from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement
 from mechanisms.pgm.bounds import supported_variance
 from mechanisms.pgm.estimation import (
     LinearMeasurement,
@@ -42,6 +43,7 @@ from mechanisms.pgm.estimation import (
 )
 from mechanisms.pgm.inference import Beliefs
 from mechanisms.pgm.junction_tree import Clique, JunctionTree
+from mechanisms.pgm.laplace_loss import CONTINUATION
 from mechanisms.pgm.sampling import sample_rows
 from mechanisms.workload import Block
 
@@ -93,7 +95,9 @@ class GraphicalModel:
         method: str = MIRROR,
         blocks: Mapping[str, Block] | None = None,
     ) -> "GraphicalModel":
-        """Fit to the measurements (Gaussian log-likelihood); `cliques` adds model cliques.
+        """Fit to the measurements (their log-likelihood: L2 loss for Gaussian, L1 for Laplace noise).
+
+        `cliques` adds model cliques.
 
         `method` is MIRROR (entropic mirror descent with an Armijo line search, AIM's
         estimator) or ACCELERATED (`accelerated_descent`, much faster on strategy
@@ -108,15 +112,17 @@ class GraphicalModel:
             total = estimate_total(domain, linear)
             if total is None:
                 raise ValueError("no measurement determines the number of rows: pass total=")
-        loss = MarginalLoss(tree, linear)
         if warm_start is None:
             start = [xp().zeros(domain.shape(c)) for c in tree.cliques]
             step = None
         else:
             start, step = warm_start._potentials_on(tree), warm_start.step
         descend = mirror_descent if method == MIRROR else accelerated_descent
-        fit = descend(tree, loss, total, start, step=step, max_iters=max_iters, tol=tol, callback=callback)
-        return cls(tree, fit.potentials, fit.marginals, total, linear, fit.step, fit.loss, fit.iterations)
+        iterations = 0
+        for loss in _losses(tree, linear):
+            fit = descend(tree, loss, total, start, step=step, max_iters=max_iters, tol=tol, callback=callback)
+            start, step, iterations = fit.potentials, fit.step, iterations + fit.iterations
+        return cls(tree, fit.potentials, fit.marginals, total, linear, fit.step, fit.loss, iterations)
 
     def _potentials_on(self, tree: JunctionTree) -> list:
         """Log-potentials on another tree reproducing this model's marginals on its cliques."""
@@ -203,3 +209,18 @@ class GraphicalModel:
     @property
     def cliques(self) -> tuple[Clique, ...]:
         return self.tree.cliques
+
+
+def _losses(tree: JunctionTree, linear: Sequence[LinearMeasurement]) -> list[MarginalLoss]:
+    """The losses minimized in turn, each fit warm-starting the next.
+
+    Gaussian measurements only: their L2 loss. With Laplace measurements, the L1
+    loss is reached by continuation: first every measurement's L2 loss (smooth, fast),
+    then the L1 loss smoothed within κ·b for κ = 1, 0.1, 0.01, 0.001 (`CONTINUATION`):
+    a fit with the final κ alone from scratch crawls (its curvature is 1/κ times
+    the L2 loss'), each stage from the previous one's optimum does not.
+    """
+    if not any(m.noise == LAPLACE for m in linear):
+        return [MarginalLoss(tree, linear)]
+    gaussian = [replace(m, noise=GAUSSIAN) for m in linear]
+    return [MarginalLoss(tree, gaussian)] + [MarginalLoss(tree, linear, smoothing=k) for k in CONTINUATION]
