@@ -226,3 +226,23 @@ def test_explain_shows_the_join_bound_and_its_cost(shop):
     ).fetchall())
     assert "each unit keeps at most 4 joined rows (the product of the tables' own bounds: 4 × 1)" in plan
     assert conn.budget.spent.rho == 0
+
+
+def test_a_referenced_key_held_by_several_units_is_refused_before_anything_is_charged(tmp_path):
+    """A foreign key must reference a key of one unit (a primary key): an order id held by two customers would
+    make an item belong to both, and removing one customer would move the other's counts. Every scan of a table
+    whose unit goes through such a key, alone or joined, is refused with one fixed message."""
+    path = str(tmp_path / "shop.duckdb")
+    con = duckdb.connect(path)
+    _shop(con)
+    con.execute("INSERT INTO orders VALUES (10, 2, 5)")  # order 10 is customer 1's: now customer 2's too
+    con.close()
+    conn = dpsql.connect(path, catalog=CATALOG, state=str(tmp_path / "state"), epsilon=1.0)
+    cur = conn.cursor()
+    cur.execute("SELECT COUNT(*) FROM orders o JOIN customers c USING (customer_id)")  # customer ids are unique
+    spent = conn.budget.spent.rho
+    for sql in ("SELECT COUNT(*) FROM items",
+                "SELECT COUNT(*) FROM items i JOIN orders o USING (order_id)"):
+        with pytest.raises(dpsql.OperationalError, match="several privacy units hold"):
+            cur.execute(sql)
+        assert conn.budget.spent.rho == spent

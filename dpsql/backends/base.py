@@ -36,6 +36,10 @@ SCAN_FAILED = (
     "the measurement failed in the database; nothing was charged (the data owner's log, logger 'dpsql.scan', "
     "has the cause)"
 )
+SHARED_KEY = (  # said the same whatever key it is: the owner's declaration is what failed
+    "a foreign key of the catalog references a key that rows of several privacy units hold, so one person's "
+    "rows are not bounded; nothing was released or charged (the owner's log, logger 'dpsql.scan', says which table)"
+)
 log = logging.getLogger("dpsql.scan")
 Within = Mapping[Clique, Sequence[np.ndarray]] | None  # clique -> the bins it needs, per attribute
 
@@ -295,7 +299,17 @@ class SQLBackend:
 
     def check(self, table: Table, key: str | None) -> None:
         """Check, reading no rows, that the engine holds the table and columns the catalog declares
-        (and that binding them works); its failure is about the schema, so its message is shown."""
+        (and that binding them works); its failure is about the schema, so its message is shown. Then, at
+        every scan, that each foreign key the table's unit goes through references a key of one unit only
+        (`Table.shared_keys_sql`): the owner's declaration, which the data must keep."""
+        self._check_binding(table, key)
+        for sql in table.shared_keys_sql(self.relation):
+            if int(self.run(sql, ["n"], f"checking the foreign keys of {table.name!r}")["n"][0]) > 0:
+                log.error("table %r: a key its foreign keys reference is held by rows of several privacy units",
+                          table.name)
+                raise OperationalError(SHARED_KEY)
+
+    def _check_binding(self, table: Table, key: str | None) -> None:
         if (table.name.lower(), table.signature()) in self._checked:
             return
         sql = table.binding_sql(self, key)

@@ -55,6 +55,9 @@ class DistinctUnitsTable(Table):
     def stored_table(self) -> Table:
         return self.units_of
 
+    def shared_keys_sql(self, relation: Relation = quote_identifier) -> list[str]:
+        return self.units_of.shared_keys_sql(relation)
+
     def signature(self) -> str:
         return (f"{self.units_of.signature()}; distinct units by {list(self.columns)} where {self.units_where}, "
                 "at most k cells per unit")

@@ -176,6 +176,9 @@ class JoinedTable(UnitBoundedTable):
                 f"rows ({why}), chosen by the ledger's keyed hash, so one unit changes any count by at most "
                 f"{self.joined_bound} (the \"rows per unit\" above)")
 
+    def shared_keys_sql(self, relation: Relation = quote_identifier) -> list[str]:
+        return [q for p in self.parts for q in p.table.shared_keys_sql(relation)]
+
     def unit_rows_sql(self, relation: Relation = quote_identifier, stored: Stored = None) -> str:
         """The joined rows, each part's rows fitting its own declaration, every equality declared and the
         parts' units equal; their unit (the first part's) as `__dpsql_unit`, each column as ``<part>.<column>``."""

@@ -64,6 +64,20 @@ def parse_unit(table: str, unit: Any) -> tuple[str | None, Hop | None]:
     return None, Hop(column, parts[0], parts[1])
 
 
+def shared_keys_sql(unit: PrivacyUnit, relation: Relation = quote_identifier) -> list[str]:
+    """One query per foreign key of `unit`'s path, each counting (column `n`: 0 or 1) whether a key it
+    references is held by rows of several units. A referenced key must be unique to one unit (a primary key): otherwise a row
+    of the linking table belongs to several units, and removing one unit moves another's counts too."""
+    out = []
+    for i, hop in enumerate(unit.path):
+        rest = PrivacyUnit(unit.column, unit.bound, unit.path[i + 1:])
+        rows = unit_rows_sql(hop.table, rest, "TRUE", relation)
+        key = quote_identifier(hop.key)
+        out.append(f"SELECT COUNT(*) AS n FROM (SELECT {key} FROM ({rows}) AS k WHERE {key} IS NOT NULL AND "
+                   f"{UNIT} IS NOT NULL GROUP BY {key} HAVING COUNT(DISTINCT {UNIT}) > 1 LIMIT 1) AS shared")
+    return out
+
+
 def unit_rows_sql(name: str, unit: PrivacyUnit, fits: str, relation: Relation = quote_identifier) -> str:
     """The rows of table `name` meeting `fits`, with their privacy unit as column `__dpsql_unit`.
 

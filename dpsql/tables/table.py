@@ -200,6 +200,11 @@ class Table:
         with a privacy-unit column of its own has one."""
         raise CatalogError(f"table {self.name!r} has no privacy unit column of its own to count")
 
+    def shared_keys_sql(self, relation: Relation = quote_identifier) -> list[str]:
+        """Queries counting (`n` > 0) whether a foreign key this table's unit goes through references a key held
+        by rows of several units (`privacy_units.shared_keys_sql`); none without such keys."""
+        return []
+
     def dropped_rows_sql(self, cap: int, relation: Relation = quote_identifier, stored: Stored = None) -> str:
         """SQL of what bounding drops: only a table with a privacy unit bounds rows."""
         raise ProgrammingError(f"table {self.name!r} has no privacy unit: bounding drops no rows")

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from dpsql.errors import CatalogError, ProgrammingError
 from dpsql.tables.columns import quote_identifier, quote_string
 from dpsql.tables.distinct_units import DistinctUnitsTable
-from dpsql.tables.privacy_units import MAX_ROWS_PER_UNIT, RANK, UNIT, Hop, PrivacyUnit, parse_unit, unit_rows_sql
+from dpsql.tables.privacy_units import (MAX_ROWS_PER_UNIT, RANK, UNIT, Hop, PrivacyUnit, parse_unit, shared_keys_sql,
+                                        unit_rows_sql)
 from dpsql.tables.table import Relation, Stored, Table, Window
 
 
@@ -77,6 +78,9 @@ class UnitBoundedTable(Table):
     @property
     def contribution(self) -> int:
         return 1 if self.unit is None else self.unit.bound
+
+    def shared_keys_sql(self, relation: Relation = quote_identifier) -> list[str]:
+        return [] if self.unit is None else shared_keys_sql(self.unit, relation)
 
     def unit_rows_sql(self, relation: Relation = quote_identifier, stored: Stored = None) -> str:
         """The rows that fit the catalog, with their unit as column `__dpsql_unit` (`unit_rows_sql`)."""
