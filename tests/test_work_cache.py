@@ -4,7 +4,7 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.demo_data import PEOPLE_CATALOG_TOML
+from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML
 from mechanisms import factorization as factorization_module
 from mechanisms.interruption import Interrupted, checkpoint, stopping_when
 from mechanisms.work_cache import WorkCache, clear_all
