@@ -198,7 +198,8 @@ def _split_remaining(acc: Accountant, history: History) -> float:
 
 def _one_pure_delta(epsilon: float, at: np.ndarray) -> np.ndarray:
     """The exact privacy profile δ(ε') of one ε-DP piece (its dominating pair is randomized response)."""
-    return np.maximum((math.exp(epsilon) - np.exp(at)) / (1 + math.exp(epsilon)), 0.0)
+    # (e^ε − e^ε') / (1 + e^ε), divided through by e^ε so that no large ε overflows
+    return np.maximum(-np.expm1(at - epsilon) / (1 + math.exp(-epsilon)), 0.0)
 
 
 @lru_cache(maxsize=1024)

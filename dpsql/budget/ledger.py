@@ -46,8 +46,8 @@ import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, carried, chain_digest, released_keys
-from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, gaussian_part, pieces_text, pure_pieces,
-                                            read_history)
+from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, gaussian_part, pieces_text,
+                                            pure_epsilon, pure_pieces, read_history, stored_pieces)
 from dpsql.budget.ledger_file import StateFile
 from dpsql.budget.ledger_verification import chain_problems, measurement_row_digest
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
@@ -81,6 +81,9 @@ _SCHEMA = [
 
 @dataclass(frozen=True)
 class Charge:
+    """One charge as the ledger holds it: its cost in the ledger's unit and, for discrete Laplace noise, the
+    ε of its pure pieces (`pure_epsilon`; 0 for none)."""
+
     seq: int
     at: datetime
     who: str
@@ -88,6 +91,12 @@ class Charge:
     statement: str
     cost: float
     detail: str | None
+    pure_epsilon: float = 0.0
+
+    def epsilon(self, amount) -> float:
+        """The ε every surface shows for this charge: a Laplace charge's own ε, else its cost's ε at the
+        ledger's δ (`amount` is the ledger's `Budget.amount`)."""
+        return self.pure_epsilon or amount(self.cost).epsilon
 
 
 class Ledger(StateFile):
@@ -441,7 +450,7 @@ class Ledger(StateFile):
                                                                               r.text])
         if e.model is not None:
             con.execute("INSERT INTO dpsql_models VALUES (?, ?, ?, ?)", [seq, e.table, e.signature, e.model])
-        return Charge(seq, at, self.who, e.table, e.statement, e.cost, e.detail)
+        return Charge(seq, at, self.who, e.table, e.statement, e.cost, e.detail, pure_epsilon(e.pieces))
 
     def bounding_key(self) -> str:
         """The secret keying the hash that orders a privacy unit's rows for bounding.
@@ -508,7 +517,9 @@ class Ledger(StateFile):
             rows = con.execute(
                 "SELECT seq, charged_at, who, table_name, statement, cost, detail FROM dpsql_ledger ORDER BY seq"
             ).fetchall()
-        return [Charge(*r) for r in rows]
+            pieces = dict(con.execute("SELECT seq, pieces FROM dpsql_pieces").fetchall()) \
+                if _has_table(con, "dpsql_pieces") else {}
+        return [Charge(*r, pure_epsilon(stored_pieces(pieces.get(r[0])))) for r in rows]
 
     def head(self) -> str:
         """The hash at the head of the chain: record it elsewhere to detect a rewrite of the whole chain."""

@@ -30,10 +30,15 @@ def pieces_text(pieces: tuple[Piece, ...]) -> str:
     return json.dumps([p.to_json() for p in pieces], separators=(",", ":"))
 
 
+def stored_pieces(text: str | None) -> tuple[Piece, ...]:
+    """The pieces a charge recorded (`dpsql_pieces.pieces`; none for a charge that recorded none)."""
+    return () if text is None else tuple(Piece.from_json(spec) for spec in json.loads(text))
+
+
 def charge_pieces(cost: float, text: str | None) -> list[Piece]:
     """The mechanisms of one stored charge: its pieces, and a Gaussian for any ρ of its cost they do not
     cover (none for a charge that recorded them all; all of it for a charge that recorded none)."""
-    pieces = [] if text is None else [Piece.from_json(spec) for spec in json.loads(text)]
+    pieces = list(stored_pieces(text))
     uncovered = cost - sum(p.rho for p in pieces)
     if uncovered > 1e-12 * max(cost, 1e-300):
         pieces.append(Piece.gaussian(uncovered))
@@ -65,12 +70,6 @@ def pure_pieces(pieces: tuple[Piece, ...] | None) -> list[Piece]:
     return [p for p in pieces or () if p.kind == LAPLACE_PIECE]
 
 
-def pure_epsilons(ledger) -> dict[int, float]:
-    """{seq: ε} of the charges that were discrete Laplace noise (the ε of their pure pieces, added up)."""
-    with ledger._open() as con:
-        if not con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'dpsql_pieces'"
-                           ).fetchone()[0]:
-            return {}
-        rows = con.execute("SELECT seq, pieces FROM dpsql_pieces").fetchall()
-    out = {seq: sum(p.value for p in charge_pieces(0.0, text) if p.kind == LAPLACE_PIECE) for seq, text in rows}
-    return {seq: e for seq, e in out.items() if e > 0}
+def pure_epsilon(pieces: tuple[Piece, ...] | None) -> float:
+    """The ε of a charge's discrete Laplace pieces, added up (0 for a charge without any)."""
+    return sum(p.value for p in pure_pieces(pieces))

@@ -175,13 +175,9 @@ def _show_ledger(ledger) -> int:
     from dpsql.interfaces.formatting import render
     from dpsql.answers.result import Result
 
-    from dpsql.budget.ledger_accounting import pure_epsilons
-
     amount = Budget(ledger.noise, ledger.delta).amount
-    pure = pure_epsilons(ledger)  # a Laplace charge's ε is its own, not its ρ's at δ
-
     rows = [(c.seq, c.at.strftime("%Y-%m-%d %H:%M:%S"), c.who, c.table,
-             float(f"{pure.get(c.seq) or amount(c.cost).epsilon:.6g}"),
+             float(f"{c.epsilon(amount):.6g}"),
              float(f"{amount(c.cost).rho:.6g}"), " ".join(c.statement.split())) for c in ledger.charges()]
     print(f"budget {amount(ledger.total)}; spent {amount(ledger.spent())}")
     if rows:

@@ -185,7 +185,7 @@ class _Functions:
 
     def ledger(self) -> str:
         session = self.conn.session
-        rows = [[c.seq, c.at, c.who, c.table, c.statement, session.amount(c.cost).epsilon,
+        rows = [[c.seq, c.at, c.who, c.table, c.statement, c.epsilon(session.amount),
                  session.amount(c.cost).rho, c.detail] for c in session.ledger.charges()]
         return relation_sql(
             ["seq", "charged_at", "who", "table_name", "statement", "epsilon", "rho", "strategy"],

@@ -62,7 +62,7 @@ def budget(connection: Connection, name: str) -> Budget:
     session = connection.session
     status = session.budget()
     mine = [c for c in session.ledger.charges() if c.who == name]
-    rows = [(c.seq, c.at.strftime("%Y-%m-%d %H:%M:%S"), c.table or "", float(f"{session.amount(c.cost).epsilon:.6g}"),
+    rows = [(c.seq, c.at.strftime("%Y-%m-%d %H:%M:%S"), c.table or "", float(f"{c.epsilon(session.amount):.6g}"),
              " ".join(c.statement.split())) for c in mine]
     chart = None
     if mine:

@@ -93,7 +93,7 @@ def _fill(view: LedgerView, ledger: Ledger, profile: Profile) -> None:
                                            unit.amount(mine), unit.amount(max(left, 0.0)),
                                            sum(c.who == analyst.name for c in charges)))
     view.charts = _timeline_charts(ledger, unit, charges, releases, view.analysts, limits)
-    view.charges = [(c.seq, _time(c.at), c.who, c.table or "", _rounded(unit.amount(c.cost).epsilon),
+    view.charges = [(c.seq, _time(c.at), c.who, c.table or "", _rounded(c.epsilon(unit.amount)),
                      _rounded(unit.amount(c.cost).rho), " ".join(c.statement.split())) for c in charges]
     emits: dict[tuple[str, str], int] = {}
     for seq, kind, table, name, delta, payload in releases:

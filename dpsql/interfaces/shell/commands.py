@@ -76,7 +76,7 @@ def _budget(shell, arg: str) -> None:
         if len(statement) > _STATEMENT_WIDTH:
             statement = statement[: _STATEMENT_WIDTH - 1] + "…"
         rows.append((c.seq, c.at.strftime("%Y-%m-%d %H:%M:%S"), c.who, c.table,
-                     _rounded(amount.epsilon), _rounded(amount.rho), statement))
+                     _rounded(c.epsilon(session.amount)), _rounded(amount.rho), statement))
     if not rows:
         shell.note("no charges yet")
         return
