@@ -262,3 +262,12 @@ def test_what_the_setting_cannot_answer_is_refused_before_anything_is_spent(data
             conn.cursor().execute(sql)
         assert conn.session.ledger.spent() == 0 and conn.session.ledger.charges() == []
         assert _run(conn, "SET dpsql.small_counts = 'off'", "SELECT COUNT(*) FROM staff")  # off: the usual path
+
+
+def test_the_benchmarks_wm_lp_has_its_properties_and_lies_between_gm_and_em():
+    from benchmarks.small_counts import lp
+
+    alpha = Fraction(9, 10)
+    wm = lp(4, alpha, True).tolist()
+    assert properties(wm, alpha, 1e-7) == {"DP": True, "S": True, "RM": True, "CM": True, "F": False, "WH": True}
+    assert float(l0(matrix(GEOMETRIC, 4, alpha))) < l0(wm) < float(l0(matrix(FAIR, 4, alpha))) + 1e-7
