@@ -58,7 +58,8 @@ def test_em_is_fair_with_the_thesis_diagonal(n, alpha):
 def test_the_thesis_worked_numbers():
     """Example 1 (n = 2, α = 9/10): the truth on input 1 is 18x less likely than a wrong answer; EM's y at n = 4."""
     p = matrix(GEOMETRIC, 2, Fraction(9, 10))
-    assert (p[0][1], p[1][1], p[2][1], p[0][0]) == (Fraction(9, 19), Fraction(1, 19), Fraction(9, 19), Fraction(10, 19))
+    assert (p[0][1], p[1][1], p[2][1]) == (Fraction(9, 19), Fraction(1, 19), Fraction(9, 19))
+    assert p[0][0] == Fraction(10, 19)
     assert float(matrix(FAIR, 4, Fraction(9, 10))[0][0]) == pytest.approx(0.2262, abs=1e-4)
     assert float(l0(matrix(GEOMETRIC, 5, Fraction(19, 25)))) == pytest.approx(0.8636, abs=1e-4)
 
@@ -271,3 +272,20 @@ def test_the_benchmarks_wm_lp_has_its_properties_and_lies_between_gm_and_em():
     wm = lp(4, alpha, True).tolist()
     assert properties(wm, alpha, 1e-7) == {"DP": True, "S": True, "RM": True, "CM": True, "F": False, "WH": True}
     assert float(l0(matrix(GEOMETRIC, 4, alpha))) < l0(wm) < float(l0(matrix(FAIR, 4, alpha))) + 1e-7
+
+
+def test_clients_that_describe_first_see_integer_counts_and_a_zcdp_ledger_charges_one_pure_piece(database, tmp_path):
+    from dpsql.handlers import describe
+    from dpsql.sql.statements import classify
+
+    sql = "SELECT team, COUNT(*) AS n FROM staff WHERE high GROUP BY team"
+    with _connect(database, tmp_path, accounting="zcdp") as conn:
+        _run(conn, "SET dpsql.small_counts = 'geometric'")
+        shape = describe(conn.session, classify(sql), None)
+        assert shape.columns == ["team", "n"] and shape.types[1] == "BIGINT" and shape.rows == []
+        assert describe(conn.session, classify("SELECT SUM(age) FROM staff"), None) is None
+        cur = conn.cursor()
+        cur.execute(sql)
+        assert cur.result.types[1] == "BIGINT" and "pure DP" in cur.result.charge_text
+        [charge] = conn.session.ledger.charges()
+        assert conn.session.ledger.spent() == pytest.approx(cur.result.charged)

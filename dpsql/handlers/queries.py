@@ -54,6 +54,8 @@ def describe(session, st: Sql, params) -> Result | None:
         if sql is None:
             return None
     compiled = s.compile(sql, params, weight=weight)
+    if s.small_counts != "off":
+        return small_counts.describe(s, compiled)
     if isinstance(compiled, CompositeQuery):
         shape = dry_run(compiled.outer, compiled.parts)
         shape.rows, shape.stderr = [], []

@@ -27,7 +27,7 @@ import numpy as np
 
 from dpsql.answers.result import Result, assemble
 from dpsql.budget.ledger_entries import SMALL_COUNTS, Record
-from dpsql.budget.noise_charges import laplace_eligible, laplace_epsilon
+from dpsql.budget.noise_charges import fits, laplace_eligible, laplace_epsilon
 from dpsql.errors import NotSupportedError
 from dpsql.executor import Pending, Release
 from dpsql.handlers.noisy_max import counting, record_name
@@ -129,20 +129,36 @@ def answer(session, query, sql: str, params) -> Result:
 def _result(session, query: CompiledQuery, asked: Question, counts: list[int], charged: float,
             recorded: bool = False) -> Result:
     errors = np.array([standard_error(asked.kind, n, asked.alpha) for n in asked.sizes])
-    result = assemble(query, [(np.asarray(counts, dtype=float), errors)])
-    bare = [j for j, k in enumerate(query.output_aggregate) if k is not None]  # the released counts: integers
-    result.rows = [tuple(int(v) if j in bare and v is not None else v for j, v in enumerate(row)) for row in result.rows]
-    result.types = ["BIGINT" if j in bare else t for j, t in enumerate(result.types)]
+    result = _integers(query, assemble(query, [(np.asarray(counts, dtype=float), errors)]))
     result.plan = plan(session, query, asked)
     result.charged = charged
     remaining = session.amount(session.ledger.status()[2])
-    result.charge_text = ("no charge (the same question's recorded answer)" if charged == 0 else
-                          f"charged ε={asked.epsilon:.4g} of pure DP ({NAMES[asked.kind]})") + f"; remaining {remaining}"
-    result.notes.append(f"counts per {asked.column} by {NAMES[asked.kind]} (integers in 0..n for a group of n rows; "
-                        "standard error: its largest RMSE over the true counts)")
+    spent = "no charge (the same question's recorded answer)" if charged == 0 else \
+        f"charged ε={asked.epsilon:.4g} of pure DP ({NAMES[asked.kind]})"
+    result.charge_text = f"{spent}; remaining {remaining}"
+    result.notes.append(f"counts per {asked.column} by {NAMES[asked.kind]} (integers in 0..n for a group of n "
+                        "rows; standard error: its largest RMSE over the true counts)")
     if recorded:
         result.notes.append("the same question was answered before at this share: its recorded answer, free")
     return result
+
+
+def _integers(query: CompiledQuery, result: Result) -> Result:
+    """The result with its bare COUNT columns as the integers they are (BIGINT)."""
+    bare = [j for j, k in enumerate(query.output_aggregate) if k is not None]
+    result.rows = [tuple(int(v) if j in bare and v is not None else v for j, v in enumerate(row))
+                   for row in result.rows]
+    result.types = ["BIGINT" if j in bare else t for j, t in enumerate(result.types)]
+    return result
+
+
+def describe(session, query) -> Result | None:
+    """The columns the answer will have (no rows); None for a query the setting will refuse when run."""
+    if _refusal(query) is not None:
+        return None
+    shape = _integers(query, assemble(query, query.zero_answers()))
+    shape.rows, shape.stderr = [], []
+    return shape.with_stderr_columns() if session.stderr_columns else shape
 
 
 def plan(session, query, asked: Question | None = None) -> str:
@@ -155,11 +171,12 @@ def plan(session, query, asked: Question | None = None) -> str:
              f"{len(asked.sizes)} group(s) of declared sizes {min(asked.sizes)}..{max(asked.sizes)}",
              f"  α = {asked.alpha} (the mechanism is {epsilon_of(asked.alpha) * k:.6g}-DP"
              + (f", ε/{k} per row of a unit of up to {k}" if k > 1 else "") + "); each released count is an "
-             f"integer in 0..n, standard error (largest RMSE over the true counts) {min(errors):.4g}..{max(errors):.4g}"]
-    remaining = s.ledger.remaining()
-    verdict = "fits in" if asked.cost <= remaining * (1 + 1e-9) else "EXCEEDS"
+             f"integer in 0..n, standard error (largest RMSE over the true counts) "
+             f"{min(errors):.4g}..{max(errors):.4g}"]
+    verdict = "fits in" if fits(s.ledger, asked.cost, asked.pieces) else "EXCEEDS"
     rho = f" (ρ = {asked.cost:.4g})" if asked.pieces else ""
-    lines.append(f"Total cost ε={asked.epsilon:.4g} of pure DP{rho}; {verdict} the remaining budget {s.amount(remaining)}")
+    lines.append(f"Total cost ε={asked.epsilon:.4g} of pure DP{rho}; {verdict} the remaining budget "
+                 f"{s.amount(s.ledger.remaining())}")
     return "\n".join(lines)
 
 
@@ -168,4 +185,4 @@ def explain(session, query) -> Result:
     return Result(["plan"], [(line,) for line in text.splitlines()], kind="explain", plan=text)
 
 
-__all__ = ["Question", "answer", "explain", "plan", "question"]
+__all__ = ["Question", "answer", "describe", "explain", "plan", "question"]
