@@ -66,6 +66,10 @@ class ResidualTable:
     are the cliques Q with weights c_Q and n(Q) `cells`, and `per_cell` maps
     residuals to marginals: entry c_Q·p_S/n(Q\\S)² is Q's weighted per-cell
     variance per unit of v_S.
+
+    A row may stand for a class of `count` residuals that share A_S, p_S and m_S (and a marginal row for
+    `marginal_count` marginals): `mechanisms.marginal_classes` describes all k-way marginals so, by size
+    class rather than by rows. None: one each.
     """
 
     domain: Domain
@@ -76,6 +80,8 @@ class ResidualTable:
     marginal_codes: np.ndarray | None = None
     marginal_weights: np.ndarray | None = None
     cells: np.ndarray | None = None
+    count: np.ndarray | None = None
+    marginal_count: np.ndarray | None = None
 
     @cached_property
     def residuals(self) -> list[Clique]:
@@ -162,11 +168,17 @@ class ResidualTable:
         return sparse.csr_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(columns))),
                                  shape=(len(self.marginal_codes), len(self.codes)))
 
+    @property
+    def per_cell_dual(self) -> sparse.csr_matrix | None:
+        """Marginals × residuals: the weight a marginal's dual variable puts on each residual per unit
+        (max-variance's Aᵀλ). With a row per marginal and per residual it is `per_cell`."""
+        return self.per_cell
+
     def queries(self) -> float:
         """Number of workload queries (cells of the workload's marginals)."""
         if self.cells is None:
             raise ValueError("query counts are known for marginal workloads only")
-        return float(self.cells.sum())
+        return float(_counted(self.marginal_count, self.cells).sum())
 
 
 _CHUNK = 1 << 19  # marginals whose subsets are enumerated at once (`_subsets`)
@@ -201,6 +213,11 @@ def _subsets(domain: Domain, codes: np.ndarray, weights: np.ndarray):
                     for c in cols:
                         key = key * base + attrs[:, c] + 1
                     yield members, key, j, p, np.prod(n[:, inside] - 1, axis=1), weights[members] * p / rest**2
+
+
+def _counted(count: np.ndarray | None, values: np.ndarray) -> np.ndarray:
+    """`values` per row times the rows' multiplicities (None: one each)."""
+    return values if count is None else count * values
 
 
 def _dim(domain: Domain, s: Clique) -> int:
@@ -244,7 +261,8 @@ def _decode(keys: np.ndarray, base: int, size: int, width: int) -> np.ndarray:
 
 @dataclass
 class ResidualPlan:
-    """Per-residual variances v_S and budget shares ρ_S at total budget ρ (Gaussian, zCDP)."""
+    """Per-residual variances v_S and budget shares ρ_S at total budget ρ (Gaussian, zCDP); a row of a class
+    table gives each of its residuals' v_S and ρ_S (the shares sum to ρ with the counts)."""
 
     table: ResidualTable
     rho: float
@@ -253,7 +271,7 @@ class ResidualPlan:
 
     @property
     def total_squared_error(self) -> float:
-        return float(self.table.weight @ self.variance)
+        return float(_counted(self.table.count, self.table.weight) @ self.variance)
 
     def cell_variances(self) -> np.ndarray:
         """Per-cell variance of every workload marginal (marginal workloads)."""
@@ -271,7 +289,7 @@ def sum_variance_plan(table: ResidualTable, rho: float = 1.0) -> ResidualPlan:
     if rho <= 0:
         raise ValueError("the budget must be positive")
     root = np.sqrt(table.cost * table.weight)
-    t = float(root.sum())
+    t = float(_counted(table.count, root).sum())
     variance = t * np.sqrt(table.cost / table.weight) / (2.0 * rho)
     return ResidualPlan(table, rho, variance, rho * root / t)
 
@@ -279,7 +297,7 @@ def sum_variance_plan(table: ResidualTable, rho: float = 1.0) -> ResidualPlan:
 def svd_bound(table: ResidualTable) -> float:
     """HDMM's SVD bound of a marginal workload at unit noise per unit L2 sensitivity:
     (Σ_S m_S √κ_S)²/N = (Σ_S √(p_S A_S))²; the sum-of-variance plan attains it."""
-    return float(np.sqrt(table.cost * table.weight).sum() ** 2)
+    return float(_counted(table.count, np.sqrt(table.cost * table.weight)).sum() ** 2)
 
 
 def max_variance_plan(table: ResidualTable, rho: float = 1.0) -> tuple[ResidualPlan, float]:
@@ -292,31 +310,31 @@ def max_variance_plan(table: ResidualTable, rho: float = 1.0) -> tuple[ResidualP
     """
     if table.per_cell is None:
         raise ValueError("max-variance needs a marginal workload (ResidualTable.from_marginals)")
-    per_cell = table.per_cell  # c_Q p_S / n(Q\S)²
-    lam = np.full(per_cell.shape[0], 1.0 / per_cell.shape[0])
+    per_cell, dual_weight = table.per_cell, table.per_cell_dual  # c_Q p_S / n(Q\S)² (times class counts)
+    lam = np.full(per_cell.shape[0], 1.0 / _counted(table.marginal_count, np.ones(per_cell.shape[0])).sum())
     best: tuple[float, np.ndarray] | None = None
     gap = np.inf
     for step in range(_MAX_VARIANCE_ROUNDS):
         checkpoint(4.0 * per_cell.size)
-        weight = per_cell.T @ lam
+        weight = dual_weight.T @ lam
         ok = weight > 0
         root = np.sqrt(table.cost * np.where(ok, weight, 0.0))
-        t = float(root.sum())
+        t = float(_counted(table.count, root).sum())
         variance = np.where(ok, t * np.sqrt(table.cost / np.where(ok, weight, 1.0)) / (2.0 * rho), 0.0)
         # residuals no marginal weights yet still need measuring: give them the largest scale
         variance = np.where(ok, variance, variance.max(initial=0.0))
         cell = per_cell @ variance
-        worst, dual = float(cell.max()), float(lam @ cell)
+        worst, dual = float(cell.max()), float(_counted(table.marginal_count, lam) @ cell)
         if best is None or worst < best[0]:
             best = (worst, variance)
         gap = (best[0] - dual) / best[0]
         if gap < _MAX_VARIANCE_GAP:
             break
         lam = lam * (cell / cell.max()) ** (2.0 / np.sqrt(step + 1.0))
-        lam /= lam.sum()
+        lam /= _counted(table.marginal_count, lam).sum()
     variance = best[1]
     share = table.cost / (2.0 * variance)
-    scale = share.sum() / rho  # renormalize the budget exactly
+    scale = _counted(table.count, share).sum() / rho  # renormalize the budget exactly
     plan = ResidualPlan(table, rho, variance * scale, share / scale)
     return plan, gap
 
