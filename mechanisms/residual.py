@@ -124,27 +124,39 @@ class ResidualTable:
         if float(base) ** codes.shape[1] >= 2.0**62:
             raise ValueError("too many attributes for the residual key encoding")
         cells = _cells(domain, codes)
-        found: dict[int, list[tuple[np.ndarray, ...]]] = {}  # |S| -> per chunk: (keys, A_S part, p_S, m_S)
-        for members, key, size, p, dim, per in _subsets(domain, codes, weights):
-            unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-            found.setdefault(size, []).append(
-                (unique, np.bincount(inverse, per * cells[members], minlength=unique.size), p[first], dim[first]))
-        residuals, weight, cost, dim = [], [], [], []
+        sizes = np.asarray(domain.sizes, dtype=float)
+        found: dict[int, tuple[list, list]] = {}  # |S| -> per chunk: its keys, its part of A_S
+        for members, key, size, per in _subsets(domain, codes, weights):
+            unique, part = _summed(key, per * cells[members])
+            keys, parts = found.setdefault(size, ([], []))
+            keys.append(unique)
+            parts.append(part)
+        summed = []  # per |S|, ascending: the keys with A_S > 0 and their A_S
         for size in sorted(found):  # keys of fewer attributes are smaller: the result is sorted by key
-            keys, part, p, m = (np.concatenate(column) for column in zip(*found.pop(size)))
-            unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-            del keys
-            a = np.bincount(inverse, part, minlength=unique.size)  # A_S = Σ_Q c_Q m_S/n(Q\S)
-            del inverse, part
-            keep = (a > 0) & (m[first] > 0)
-            residuals.append(_decode(unique[keep], base, size, codes.shape[1]))
-            weight.append(a[keep])
-            cost.append(p[first][keep])
-            dim.append(m[first][keep])
-        if not residuals:
-            residuals.append(np.zeros((0, codes.shape[1]), dtype=np.int64))
-        weight, cost, dim = (np.concatenate(a) if a else np.zeros(0) for a in (weight, cost, dim))
-        return cls(domain, np.concatenate(residuals), weight, cost, dim.astype(float), codes, weights, cells)
+            keys, parts = found.pop(size)
+            unique, a = _summed(np.concatenate(keys), np.concatenate(parts))  # A_S = Σ_Q c_Q m_S/n(Q\S)
+            del keys, parts
+            positive = a > 0
+            summed.append((size, unique[positive], a[positive]))
+            del unique, a
+        total = sum(len(keys) for _, keys, _ in summed)
+        residuals = np.full((total, codes.shape[1]), -1, dtype=np.int64)
+        weight, cost, dim = np.empty(total), np.ones(total), np.ones(total)
+        at = 0
+        while summed:  # written in place, a column at a time: no copy of the largest array
+            size, keys, a = summed.pop(0)
+            rows = slice(at, at + keys.size)
+            _decode(keys, base, size, residuals[rows])
+            weight[rows] = a
+            for c in range(size):  # p_S = Π (n_a − 1)/n_a, m_S = Π (n_a − 1), in the attributes' order
+                n = sizes[residuals[rows, c]]
+                cost[rows] *= (n - 1) / n
+                dim[rows] *= n - 1
+            at += keys.size
+        keep = dim > 0
+        if not keep.all():
+            residuals, weight, cost, dim = residuals[keep], weight[keep], cost[keep], dim[keep]
+        return cls(domain, residuals, weight, cost, dim, codes, weights, cells)
 
     @cached_property
     def per_cell(self) -> sparse.csr_matrix | None:
@@ -159,7 +171,7 @@ class ResidualTable:
             present = self.codes[:, c] >= 0
             residual_keys = np.where(present, residual_keys * base + self.codes[:, c] + 1, residual_keys)
         rows, columns, values = [], [], []
-        for members, key, _, _, _, per in _subsets(self.domain, self.marginal_codes, self.marginal_weights):
+        for members, key, _, per in _subsets(self.domain, self.marginal_codes, self.marginal_weights):
             at = np.minimum(np.searchsorted(residual_keys, key), max(len(residual_keys) - 1, 0))
             kept = residual_keys[at] == key if len(residual_keys) else np.zeros(key.size, dtype=bool)
             rows.append(members[kept])
@@ -185,14 +197,26 @@ _CHUNK = 1 << 19  # marginals whose subsets are enumerated at once (`_subsets`)
 
 
 def _cells(domain: Domain, codes: np.ndarray) -> np.ndarray:
-    """n(Q) of each marginal (rows of attribute indices, −1 padded)."""
-    sizes = np.asarray(domain.sizes, dtype=float)
-    return np.prod(np.where(codes >= 0, sizes[np.where(codes >= 0, codes, 0)], 1.0), axis=1)
+    """n(Q) of each marginal (rows of attribute indices, −1 padded), a column at a time."""
+    sizes = np.append(np.asarray(domain.sizes, dtype=float), 1.0)  # index −1: no attribute
+    out = np.ones(len(codes))
+    for c in range(codes.shape[1]):
+        out *= sizes[codes[:, c]]
+    return out
+
+
+def _summed(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys, ascending, and the values summed per key (no sort where the keys are distinct and
+    ascending already, as rows listed in order give them)."""
+    if np.all(keys[1:] > keys[:-1]):
+        return keys, values
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return unique, np.bincount(inverse, values, minlength=unique.size)
 
 
 def _subsets(domain: Domain, codes: np.ndarray, weights: np.ndarray):
     """Every (marginal Q, subset S ⊆ Q), a chunk of marginals of one width at a time: yields (the chunk's
-    rows, S's key (attribute index + 1 digits in base d + 1), |S|, p_S, m_S, c_Q·p_S/n(Q\\S)²)."""
+    rows, S's key (attribute index + 1 digits in base d + 1), |S|, c_Q·p_S/n(Q\\S)²)."""
     sizes = np.asarray(domain.sizes, dtype=float)
     base = len(domain) + 1
     width = (codes >= 0).sum(axis=1)
@@ -202,17 +226,20 @@ def _subsets(domain: Domain, codes: np.ndarray, weights: np.ndarray):
             checkpoint(float(2**k * min(_CHUNK, every.size - start)))
             members = every[start:start + _CHUNK]
             attrs = codes[members, :k]
-            n = sizes[attrs]
+            n = [sizes[attrs[:, c]] for c in range(k)]
+            ratio = [(x - 1) / x for x in n]
+            weight = weights[members]
             for j in range(k + 1):
                 for cols in combinations(range(k), j):
-                    inside = np.zeros(k, dtype=bool)
-                    inside[list(cols)] = True
-                    p = np.prod((n[:, inside] - 1) / n[:, inside], axis=1)
-                    rest = np.prod(n[:, ~inside], axis=1)
+                    p, rest = np.ones(members.size), np.ones(members.size)  # products in the columns' order
                     key = np.zeros(members.size, dtype=np.int64)
-                    for c in cols:
-                        key = key * base + attrs[:, c] + 1
-                    yield members, key, j, p, np.prod(n[:, inside] - 1, axis=1), weights[members] * p / rest**2
+                    for c in range(k):
+                        if c in cols:
+                            p *= ratio[c]
+                            key = key * base + attrs[:, c] + 1
+                        else:
+                            rest *= n[c]
+                    yield members, key, j, weight * p / rest**2
 
 
 def _counted(count: np.ndarray | None, values: np.ndarray) -> np.ndarray:
@@ -244,15 +271,12 @@ def _names(domain: Domain, codes: np.ndarray) -> list[Clique]:
     return [tuple(names[i] for i in row if i >= 0) for row in codes.tolist()]
 
 
-def _decode(keys: np.ndarray, base: int, size: int, width: int) -> np.ndarray:
-    """Attribute-index rows of encoded residual keys of `size` attributes each (digits 1..d in base d + 1),
-    −1 padded to `width`."""
-    out = np.full((keys.size, width), -1, dtype=np.int64)
-    keys = keys.copy()
+def _decode(keys: np.ndarray, base: int, size: int, out: np.ndarray) -> None:
+    """Write the attribute-index rows of encoded residual keys of `size` attributes each (digits 1..d in
+    base d + 1) into the first `size` columns of `out`."""
     for pos in range(size - 1, -1, -1):
         keys, digit = np.divmod(keys, base)
         out[:, pos] = digit - 1
-    return out
 
 
 # ---------------------------------------------------------------------------

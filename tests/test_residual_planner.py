@@ -121,6 +121,21 @@ def test_any_blocks_and_marginal_lists_agree():
         assert ours[s] == pytest.approx(theirs[s])
 
 
+def test_marginals_in_any_order_and_repeated_give_the_same_residuals():
+    """Rows listed in order skip the sorts; shuffled and repeated rows sum the same weights (a repeat adds)."""
+    domain = Domain.from_dict({f"x{i}": 2 + i % 4 for i in range(9)})
+    cliques = [q for k in (1, 2, 3) for q in combinations(domain.attributes, k)]
+    ordered = ResidualTable.from_marginals(domain, [(q, 1.0 + len(q)) for q in cliques])
+    shuffled = [cliques[i] for i in np.random.default_rng(3).permutation(len(cliques))]
+    repeated = shuffled + shuffled[:20]
+    weights = [(1.0 + len(q)) / (2 if q in shuffled[:20] else 1) for q in repeated]
+    other = ResidualTable.from_marginals(domain, list(zip(repeated, weights)))
+    np.testing.assert_array_equal(other.codes, ordered.codes)
+    np.testing.assert_allclose(other.weight, ordered.weight, rtol=1e-13)
+    np.testing.assert_array_equal(other.cost, ordered.cost)
+    np.testing.assert_array_equal(other.dims, ordered.dims)
+
+
 def test_max_variance_plan():
     table = ResidualTable.from_marginals(SMALL, WORKLOAD)
     plan, gap = max_variance_plan(table, 1.0)
