@@ -242,3 +242,25 @@ def test_hundred_attributes_all_three_way_plans_fast():
     plan = sum_variance_plan(ResidualTable.from_codes(domain, codes, np.ones(len(codes))), 0.5)
     assert time.perf_counter() - started < 3.0  # ≈ 0.5 s idle; generous for shared CI machines
     assert round(plan.rmse(), 1) == 303.2
+
+
+def test_row_by_row_planning_memory_is_linear_in_the_marginals():
+    """All ≤3-way marginals of 100 attributes row by row: the allocations peak at under 250 bytes per marginal
+    (measured: 181; main before the in-place residual table: 183; 117 per marginal at d = 200)."""
+    import tracemalloc
+
+    domain = Domain.from_dict({f"x{i}": 10 for i in range(100)})
+    codes = np.concatenate([
+        np.pad(np.fromiter((i for c in combinations(range(100), k) for i in c), np.int64).reshape(-1, k),
+               ((0, 0), (0, 3 - k)), constant_values=-1)
+        for k in (1, 2, 3)
+    ])
+    weights = np.ones(len(codes))
+    tracemalloc.start()
+    try:
+        plan = sum_variance_plan(ResidualTable.from_codes(domain, codes, weights), 0.5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 250 * len(codes)
+    assert round(plan.rmse(), 1) == 303.2
