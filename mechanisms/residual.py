@@ -509,6 +509,8 @@ def marginal_bundle_plan(table: ResidualTable, cliques: Sequence[Clique], gaussi
     gets the share the optimum gives residual C), solved by L-BFGS-B on the
     scale-free objective with a sparse residual × clique matrix.
     """
+    if table.count is not None:
+        raise ValueError("measuring whole marginals needs a row per residual (not residual classes)")
     domain = table.domain
     position = {s: i for i, s in enumerate(table.residuals)}
     rows, cols, vals = [], [], []

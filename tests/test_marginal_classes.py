@@ -11,7 +11,7 @@ import pytest
 from mechanisms.domain import Domain
 from mechanisms.interruption import recording
 from mechanisms.marginal_classes import all_k_way
-from mechanisms.residual import ResidualTable, max_variance_plan, sum_variance_plan, svd_bound
+from mechanisms.residual import ResidualTable, marginal_bundle_plan, max_variance_plan, sum_variance_plan, svd_bound
 
 # sizes repeat (classes of 1 to 3 attributes), one attribute of a single value (no residual)
 MIXED = Domain.from_dict({"a": 3, "b": 5, "c": 3, "d": 1, "e": 2, "f": 5, "g": 3, "h": 2, "i": 4})
@@ -129,3 +129,5 @@ def test_bad_workloads_are_refused():
             all_k_way(MIXED, ways, weights)
     with pytest.raises(KeyError):
         all_k_way(MIXED, (1,), attributes=("a", "zz"))
+    with pytest.raises(ValueError, match="a row per residual"):  # it would read a class as one residual
+        marginal_bundle_plan(all_k_way(MIXED, (1, 2)), [("a", "b")])
