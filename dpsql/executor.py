@@ -60,7 +60,7 @@ from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalErro
 from dpsql.tables.key_domains import over_current
 from dpsql.budget.ledger import Ledger
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
-from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise
+from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise, cheaper_target
 from dpsql.answers.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
@@ -273,6 +273,8 @@ class Executor:
                 try:
                     _, plan = budget_for_accuracy(workload, sizing.max_rmse, noise, delta, existing,
                                                   table.contribution, limit)
+                    plan = cheaper_target(plan, self.ledger, self.budget, lambda: budget_for_accuracy(
+                        workload, sizing.max_rmse, LAPLACE, delta, existing, table.contribution, limit)[1])
                 except ArithmeticError as e:
                     raise BudgetExceededError(f"an RMSE of at most {sizing.max_rmse:g} is out of reach ({e}); ask "
                                               "for a larger max_rmse; nothing was charged") from None
@@ -468,13 +470,14 @@ class Executor:
 
     def check_affordable(self, cost: float, max_rmse: float | None = None, pieces: tuple | None = None) -> None:
         """Refuse (BudgetExceededError) a cost (made of `pieces`: `Entry.pieces`) that does not fit."""
-        if max_rmse is not None and cost > self.ledger.remaining() * (1 + 1e-9):
-            raise BudgetExceededError(
-                f"an RMSE of at most {max_rmse:g} for every query needs {self.budget.amount(cost)}, but only "
-                f"{self.budget.amount(self.ledger.remaining())} remains: impossible within the budget; nothing "
-                "was charged"
-            )
-        self.ledger.check(cost, pieces)
+        try:
+            self.ledger.check(cost, pieces)
+        except BudgetExceededError as refused:
+            if max_rmse is None:
+                raise
+            needs = charge_words(cost, pieces, self.amount).removeprefix("charged ")
+            raise BudgetExceededError(f"an RMSE of at most {max_rmse:g} for every query needs {needs}, which is "
+                                      f"impossible within the budget: {refused}") from None
 
     def amount(self, share: float) -> Amount:
         """A share of the ledger's unit in both units: ε at the δ that key releases left (`Ledger.capacity`)."""

@@ -66,6 +66,10 @@ class ResidualTable:
     are the cliques Q with weights c_Q and n(Q) `cells`, and `per_cell` maps
     residuals to marginals: entry c_Q·p_S/n(Q\\S)² is Q's weighted per-cell
     variance per unit of v_S.
+
+    A row may stand for a class of `count` residuals that share A_S, p_S and m_S (and a marginal row for
+    `marginal_count` marginals): `mechanisms.marginal_classes` describes all k-way marginals so, by size
+    class rather than by rows. None: one each.
     """
 
     domain: Domain
@@ -76,6 +80,8 @@ class ResidualTable:
     marginal_codes: np.ndarray | None = None
     marginal_weights: np.ndarray | None = None
     cells: np.ndarray | None = None
+    count: np.ndarray | None = None
+    marginal_count: np.ndarray | None = None
 
     @cached_property
     def residuals(self) -> list[Clique]:
@@ -118,27 +124,39 @@ class ResidualTable:
         if float(base) ** codes.shape[1] >= 2.0**62:
             raise ValueError("too many attributes for the residual key encoding")
         cells = _cells(domain, codes)
-        found: dict[int, list[tuple[np.ndarray, ...]]] = {}  # |S| -> per chunk: (keys, A_S part, p_S, m_S)
-        for members, key, size, p, dim, per in _subsets(domain, codes, weights):
-            unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-            found.setdefault(size, []).append(
-                (unique, np.bincount(inverse, per * cells[members], minlength=unique.size), p[first], dim[first]))
-        residuals, weight, cost, dim = [], [], [], []
+        sizes = np.asarray(domain.sizes, dtype=float)
+        found: dict[int, tuple[list, list]] = {}  # |S| -> per chunk: its keys, its part of A_S
+        for members, key, size, per in _subsets(domain, codes, weights):
+            unique, part = _summed(key, per * cells[members])
+            keys, parts = found.setdefault(size, ([], []))
+            keys.append(unique)
+            parts.append(part)
+        summed = []  # per |S|, ascending: the keys with A_S > 0 and their A_S
         for size in sorted(found):  # keys of fewer attributes are smaller: the result is sorted by key
-            keys, part, p, m = (np.concatenate(column) for column in zip(*found.pop(size)))
-            unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-            del keys
-            a = np.bincount(inverse, part, minlength=unique.size)  # A_S = Σ_Q c_Q m_S/n(Q\S)
-            del inverse, part
-            keep = (a > 0) & (m[first] > 0)
-            residuals.append(_decode(unique[keep], base, size, codes.shape[1]))
-            weight.append(a[keep])
-            cost.append(p[first][keep])
-            dim.append(m[first][keep])
-        if not residuals:
-            residuals.append(np.zeros((0, codes.shape[1]), dtype=np.int64))
-        weight, cost, dim = (np.concatenate(a) if a else np.zeros(0) for a in (weight, cost, dim))
-        return cls(domain, np.concatenate(residuals), weight, cost, dim.astype(float), codes, weights, cells)
+            keys, parts = found.pop(size)
+            unique, a = _summed(np.concatenate(keys), np.concatenate(parts))  # A_S = Σ_Q c_Q m_S/n(Q\S)
+            del keys, parts
+            positive = a > 0
+            summed.append((size, unique[positive], a[positive]))
+            del unique, a
+        total = sum(len(keys) for _, keys, _ in summed)
+        residuals = np.full((total, codes.shape[1]), -1, dtype=np.int64)
+        weight, cost, dim = np.empty(total), np.ones(total), np.ones(total)
+        at = 0
+        while summed:  # written in place, a column at a time: no copy of the largest array
+            size, keys, a = summed.pop(0)
+            rows = slice(at, at + keys.size)
+            _decode(keys, base, size, residuals[rows])
+            weight[rows] = a
+            for c in range(size):  # p_S = Π (n_a − 1)/n_a, m_S = Π (n_a − 1), in the attributes' order
+                n = sizes[residuals[rows, c]]
+                cost[rows] *= (n - 1) / n
+                dim[rows] *= n - 1
+            at += keys.size
+        keep = dim > 0
+        if not keep.all():
+            residuals, weight, cost, dim = residuals[keep], weight[keep], cost[keep], dim[keep]
+        return cls(domain, residuals, weight, cost, dim, codes, weights, cells)
 
     @cached_property
     def per_cell(self) -> sparse.csr_matrix | None:
@@ -153,7 +171,7 @@ class ResidualTable:
             present = self.codes[:, c] >= 0
             residual_keys = np.where(present, residual_keys * base + self.codes[:, c] + 1, residual_keys)
         rows, columns, values = [], [], []
-        for members, key, _, _, _, per in _subsets(self.domain, self.marginal_codes, self.marginal_weights):
+        for members, key, _, per in _subsets(self.domain, self.marginal_codes, self.marginal_weights):
             at = np.minimum(np.searchsorted(residual_keys, key), max(len(residual_keys) - 1, 0))
             kept = residual_keys[at] == key if len(residual_keys) else np.zeros(key.size, dtype=bool)
             rows.append(members[kept])
@@ -162,25 +180,43 @@ class ResidualTable:
         return sparse.csr_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(columns))),
                                  shape=(len(self.marginal_codes), len(self.codes)))
 
+    @property
+    def per_cell_dual(self) -> sparse.csr_matrix | None:
+        """Marginals × residuals: the weight a marginal's dual variable puts on each residual per unit
+        (max-variance's Aᵀλ). With a row per marginal and per residual it is `per_cell`."""
+        return self.per_cell
+
     def queries(self) -> float:
         """Number of workload queries (cells of the workload's marginals)."""
         if self.cells is None:
             raise ValueError("query counts are known for marginal workloads only")
-        return float(self.cells.sum())
+        return float(_counted(self.marginal_count, self.cells).sum())
 
 
 _CHUNK = 1 << 19  # marginals whose subsets are enumerated at once (`_subsets`)
 
 
 def _cells(domain: Domain, codes: np.ndarray) -> np.ndarray:
-    """n(Q) of each marginal (rows of attribute indices, −1 padded)."""
-    sizes = np.asarray(domain.sizes, dtype=float)
-    return np.prod(np.where(codes >= 0, sizes[np.where(codes >= 0, codes, 0)], 1.0), axis=1)
+    """n(Q) of each marginal (rows of attribute indices, −1 padded), a column at a time."""
+    sizes = np.append(np.asarray(domain.sizes, dtype=float), 1.0)  # index −1: no attribute
+    out = np.ones(len(codes))
+    for c in range(codes.shape[1]):
+        out *= sizes[codes[:, c]]
+    return out
+
+
+def _summed(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys, ascending, and the values summed per key (no sort where the keys are distinct and
+    ascending already, as rows listed in order give them)."""
+    if np.all(keys[1:] > keys[:-1]):
+        return keys, values
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return unique, np.bincount(inverse, values, minlength=unique.size)
 
 
 def _subsets(domain: Domain, codes: np.ndarray, weights: np.ndarray):
     """Every (marginal Q, subset S ⊆ Q), a chunk of marginals of one width at a time: yields (the chunk's
-    rows, S's key (attribute index + 1 digits in base d + 1), |S|, p_S, m_S, c_Q·p_S/n(Q\\S)²)."""
+    rows, S's key (attribute index + 1 digits in base d + 1), |S|, c_Q·p_S/n(Q\\S)²)."""
     sizes = np.asarray(domain.sizes, dtype=float)
     base = len(domain) + 1
     width = (codes >= 0).sum(axis=1)
@@ -190,17 +226,25 @@ def _subsets(domain: Domain, codes: np.ndarray, weights: np.ndarray):
             checkpoint(float(2**k * min(_CHUNK, every.size - start)))
             members = every[start:start + _CHUNK]
             attrs = codes[members, :k]
-            n = sizes[attrs]
+            n = [sizes[attrs[:, c]] for c in range(k)]
+            ratio = [(x - 1) / x for x in n]
+            weight = weights[members]
             for j in range(k + 1):
                 for cols in combinations(range(k), j):
-                    inside = np.zeros(k, dtype=bool)
-                    inside[list(cols)] = True
-                    p = np.prod((n[:, inside] - 1) / n[:, inside], axis=1)
-                    rest = np.prod(n[:, ~inside], axis=1)
+                    p, rest = np.ones(members.size), np.ones(members.size)  # products in the columns' order
                     key = np.zeros(members.size, dtype=np.int64)
-                    for c in cols:
-                        key = key * base + attrs[:, c] + 1
-                    yield members, key, j, p, np.prod(n[:, inside] - 1, axis=1), weights[members] * p / rest**2
+                    for c in range(k):
+                        if c in cols:
+                            p *= ratio[c]
+                            key = key * base + attrs[:, c] + 1
+                        else:
+                            rest *= n[c]
+                    yield members, key, j, weight * p / rest**2
+
+
+def _counted(count: np.ndarray | None, values: np.ndarray) -> np.ndarray:
+    """`values` per row times the rows' multiplicities (None: one each)."""
+    return values if count is None else count * values
 
 
 def _dim(domain: Domain, s: Clique) -> int:
@@ -227,15 +271,12 @@ def _names(domain: Domain, codes: np.ndarray) -> list[Clique]:
     return [tuple(names[i] for i in row if i >= 0) for row in codes.tolist()]
 
 
-def _decode(keys: np.ndarray, base: int, size: int, width: int) -> np.ndarray:
-    """Attribute-index rows of encoded residual keys of `size` attributes each (digits 1..d in base d + 1),
-    −1 padded to `width`."""
-    out = np.full((keys.size, width), -1, dtype=np.int64)
-    keys = keys.copy()
+def _decode(keys: np.ndarray, base: int, size: int, out: np.ndarray) -> None:
+    """Write the attribute-index rows of encoded residual keys of `size` attributes each (digits 1..d in
+    base d + 1) into the first `size` columns of `out`."""
     for pos in range(size - 1, -1, -1):
         keys, digit = np.divmod(keys, base)
         out[:, pos] = digit - 1
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -244,7 +285,8 @@ def _decode(keys: np.ndarray, base: int, size: int, width: int) -> np.ndarray:
 
 @dataclass
 class ResidualPlan:
-    """Per-residual variances v_S and budget shares ρ_S at total budget ρ (Gaussian, zCDP)."""
+    """Per-residual variances v_S and budget shares ρ_S at total budget ρ (Gaussian, zCDP); a row of a class
+    table gives each of its residuals' v_S and ρ_S (the shares sum to ρ with the counts)."""
 
     table: ResidualTable
     rho: float
@@ -253,7 +295,7 @@ class ResidualPlan:
 
     @property
     def total_squared_error(self) -> float:
-        return float(self.table.weight @ self.variance)
+        return float(_counted(self.table.count, self.table.weight) @ self.variance)
 
     def cell_variances(self) -> np.ndarray:
         """Per-cell variance of every workload marginal (marginal workloads)."""
@@ -271,7 +313,7 @@ def sum_variance_plan(table: ResidualTable, rho: float = 1.0) -> ResidualPlan:
     if rho <= 0:
         raise ValueError("the budget must be positive")
     root = np.sqrt(table.cost * table.weight)
-    t = float(root.sum())
+    t = float(_counted(table.count, root).sum())
     variance = t * np.sqrt(table.cost / table.weight) / (2.0 * rho)
     return ResidualPlan(table, rho, variance, rho * root / t)
 
@@ -279,7 +321,7 @@ def sum_variance_plan(table: ResidualTable, rho: float = 1.0) -> ResidualPlan:
 def svd_bound(table: ResidualTable) -> float:
     """HDMM's SVD bound of a marginal workload at unit noise per unit L2 sensitivity:
     (Σ_S m_S √κ_S)²/N = (Σ_S √(p_S A_S))²; the sum-of-variance plan attains it."""
-    return float(np.sqrt(table.cost * table.weight).sum() ** 2)
+    return float(_counted(table.count, np.sqrt(table.cost * table.weight)).sum() ** 2)
 
 
 def max_variance_plan(table: ResidualTable, rho: float = 1.0) -> tuple[ResidualPlan, float]:
@@ -292,31 +334,31 @@ def max_variance_plan(table: ResidualTable, rho: float = 1.0) -> tuple[ResidualP
     """
     if table.per_cell is None:
         raise ValueError("max-variance needs a marginal workload (ResidualTable.from_marginals)")
-    per_cell = table.per_cell  # c_Q p_S / n(Q\S)²
-    lam = np.full(per_cell.shape[0], 1.0 / per_cell.shape[0])
+    per_cell, dual_weight = table.per_cell, table.per_cell_dual  # c_Q p_S / n(Q\S)² (times class counts)
+    lam = np.full(per_cell.shape[0], 1.0 / _counted(table.marginal_count, np.ones(per_cell.shape[0])).sum())
     best: tuple[float, np.ndarray] | None = None
     gap = np.inf
     for step in range(_MAX_VARIANCE_ROUNDS):
         checkpoint(4.0 * per_cell.size)
-        weight = per_cell.T @ lam
+        weight = dual_weight.T @ lam
         ok = weight > 0
         root = np.sqrt(table.cost * np.where(ok, weight, 0.0))
-        t = float(root.sum())
+        t = float(_counted(table.count, root).sum())
         variance = np.where(ok, t * np.sqrt(table.cost / np.where(ok, weight, 1.0)) / (2.0 * rho), 0.0)
         # residuals no marginal weights yet still need measuring: give them the largest scale
         variance = np.where(ok, variance, variance.max(initial=0.0))
         cell = per_cell @ variance
-        worst, dual = float(cell.max()), float(lam @ cell)
+        worst, dual = float(cell.max()), float(_counted(table.marginal_count, lam) @ cell)
         if best is None or worst < best[0]:
             best = (worst, variance)
         gap = (best[0] - dual) / best[0]
         if gap < _MAX_VARIANCE_GAP:
             break
         lam = lam * (cell / cell.max()) ** (2.0 / np.sqrt(step + 1.0))
-        lam /= lam.sum()
+        lam /= _counted(table.marginal_count, lam).sum()
     variance = best[1]
     share = table.cost / (2.0 * variance)
-    scale = share.sum() / rho  # renormalize the budget exactly
+    scale = _counted(table.count, share).sum() / rho  # renormalize the budget exactly
     plan = ResidualPlan(table, rho, variance * scale, share / scale)
     return plan, gap
 
@@ -467,6 +509,8 @@ def marginal_bundle_plan(table: ResidualTable, cliques: Sequence[Clique], gaussi
     gets the share the optimum gives residual C), solved by L-BFGS-B on the
     scale-free objective with a sparse residual × clique matrix.
     """
+    if table.count is not None:
+        raise ValueError("measuring whole marginals needs a row per residual (not residual classes)")
     domain = table.domain
     position = {s: i for i, s in enumerate(table.residuals)}
     rows, cols, vals = [], [], []

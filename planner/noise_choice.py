@@ -10,7 +10,9 @@ about even; from about a dozen on, or for measurements of large L1 but small L2 
 (marginals read by many cells per row, range trees), the Gaussian wins. (A share read as an
 (ε, δ) pair of its own, ε at δ as Laplace, would let a small per-query ε spend the budget up to
 ten times faster under Laplace than the Gaussian that ε stands for.) `choose` plans both and keeps
-the one of lower expected total squared error; its notes say which and why (EXPLAIN shows them).
+the one of lower expected total squared error; its notes say which and why (EXPLAIN shows them). For
+an accuracy target (`max_rmse`) the error is fixed and the share is what differs: `choose_for_target`
+keeps the plan that meets it with the smaller share of the budget.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from mechanisms.domain import Domain
 from mechanisms.workload import Block
 from planner.plan import Plan
 
-__all__ = ["laplace_share", "expected_squared_error", "choose"]
+__all__ = ["laplace_share", "expected_squared_error", "choose", "choose_for_target"]
 
 
 def laplace_share(rho: float, total_rho: float, delta: float) -> float:
@@ -53,4 +55,24 @@ def choose(gaussian: Plan, laplace: Plan, domain: Domain, blocks: list[Block],
     chosen.notes.append(f"noise: discrete {chosen.noise.capitalize()} ({chosen.cost_text()}), chosen for this share: "
                         f"{why} ({gaussian.cost_text()} or ε={laplace.cost:.4g} of pure DP, the same share of the "
                         "budget)")
+    return chosen
+
+
+def choose_for_target(gaussian: Plan, laplace: Plan, total_rho: float, delta: float,
+                      fits: Callable[[Plan], bool]) -> Plan:
+    """Of two plans meeting the same accuracy target, the one taking the smaller share of a budget of ρ
+    `total_rho` at `delta` (a Gaussian's ρ / ρ_total, a Laplace's ε / ε_total) among those that `fits` the
+    budget left (the Gaussian one when neither does), with a note saying why."""
+    g_share, l_share = gaussian.cost / total_rho, laplace.cost / zcdp_to_epsilon(total_rho, delta)
+    fit_g, fit_l = fits(gaussian), fits(laplace)
+    pick_laplace = fit_l and (not fit_g or l_share < g_share)
+    chosen = laplace if pick_laplace else gaussian
+    if pick_laplace and not fit_g:
+        why = "the Gaussian meeting it no longer fits in the budget left"
+    elif not pick_laplace and not fit_l and fit_g:
+        why = "the discrete Laplace meeting it does not fit in the budget left"
+    else:
+        why = f"{min(g_share, l_share):.4g} of the budget against {max(g_share, l_share):.4g}"
+    chosen.notes.append(f"noise: discrete {chosen.noise.capitalize()} ({chosen.cost_text()}), chosen for this "
+                        f"accuracy target: {why} ({gaussian.cost_text()} or ε={laplace.cost:.4g} of pure DP)")
     return chosen

@@ -128,6 +128,22 @@ def test_many_small_shares_keep_the_gaussian(people, tmp_path):
         assert "gaussian noise" in plan and "noise: discrete Gaussian" in plan
 
 
+def test_an_accuracy_target_is_met_with_the_noise_that_takes_the_smaller_share(people, tmp_path):
+    path, catalog = people
+    with dpsql.connect(path, catalog=catalog, epsilon=EPSILON, delta=DELTA, state=str(tmp_path / "state"),
+                       seed=5) as c:
+        c.execute("SET dpsql.max_rmse = 5")  # one COUNT: σ = 5 takes ρ = 0.02 (most of ρ_total) or ε ≈ 0.28
+        plan = "\n".join(r[0] for r in c.execute("EXPLAIN SELECT COUNT(*) FROM people").fetchall())
+        assert "noise: discrete Laplace" in plan and "chosen for this accuracy target" in plan
+        cur = c.execute("SELECT COUNT(*) FROM people")
+        assert cur.result.stderr[0][0] <= 5 and "of pure DP" in cur.result.charge_text
+        assert 0.25 < c.budget.remaining.epsilon < 0.8  # what is left of ε = 1 after about 0.28 of pure DP
+        c.execute("SET dpsql.max_rmse = 60")  # many rows: the Gaussian meets it with the smaller share
+        plan = "\n".join(r[0] for r in c.execute("EXPLAIN SELECT age, COUNT(*) FROM people GROUP BY age"
+                                                  ).fetchall())
+        assert "noise: discrete Gaussian" in plan and "chosen for this accuracy target" in plan
+
+
 def test_zcdp_mode_keeps_gaussian_noise_and_tampered_pieces_are_detected(people, tmp_path):
     path, catalog = people
     state = str(tmp_path / "state")

@@ -121,6 +121,21 @@ def test_any_blocks_and_marginal_lists_agree():
         assert ours[s] == pytest.approx(theirs[s])
 
 
+def test_marginals_in_any_order_and_repeated_give_the_same_residuals():
+    """Rows listed in order skip the sorts; shuffled and repeated rows sum the same weights (a repeat adds)."""
+    domain = Domain.from_dict({f"x{i}": 2 + i % 4 for i in range(9)})
+    cliques = [q for k in (1, 2, 3) for q in combinations(domain.attributes, k)]
+    ordered = ResidualTable.from_marginals(domain, [(q, 1.0 + len(q)) for q in cliques])
+    shuffled = [cliques[i] for i in np.random.default_rng(3).permutation(len(cliques))]
+    repeated = shuffled + shuffled[:20]
+    weights = [(1.0 + len(q)) / (2 if q in shuffled[:20] else 1) for q in repeated]
+    other = ResidualTable.from_marginals(domain, list(zip(repeated, weights)))
+    np.testing.assert_array_equal(other.codes, ordered.codes)
+    np.testing.assert_allclose(other.weight, ordered.weight, rtol=1e-13)
+    np.testing.assert_array_equal(other.cost, ordered.cost)
+    np.testing.assert_array_equal(other.dims, ordered.dims)
+
+
 def test_max_variance_plan():
     table = ResidualTable.from_marginals(SMALL, WORKLOAD)
     plan, gap = max_variance_plan(table, 1.0)
@@ -226,4 +241,26 @@ def test_hundred_attributes_all_three_way_plans_fast():
     started = time.perf_counter()
     plan = sum_variance_plan(ResidualTable.from_codes(domain, codes, np.ones(len(codes))), 0.5)
     assert time.perf_counter() - started < 3.0  # ≈ 0.5 s idle; generous for shared CI machines
+    assert round(plan.rmse(), 1) == 303.2
+
+
+def test_row_by_row_planning_memory_per_marginal_is_bounded():
+    """All ≤3-way marginals of 100 attributes row by row: the allocations peak at under 250 bytes per marginal
+    (measured: 181; main before the in-place residual table: 183; 117 per marginal at d = 200)."""
+    import tracemalloc
+
+    domain = Domain.from_dict({f"x{i}": 10 for i in range(100)})
+    codes = np.concatenate([
+        np.pad(np.fromiter((i for c in combinations(range(100), k) for i in c), np.int64).reshape(-1, k),
+               ((0, 0), (0, 3 - k)), constant_values=-1)
+        for k in (1, 2, 3)
+    ])
+    weights = np.ones(len(codes))
+    tracemalloc.start()
+    try:
+        plan = sum_variance_plan(ResidualTable.from_codes(domain, codes, weights), 0.5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 250 * len(codes)
     assert round(plan.rmse(), 1) == 303.2

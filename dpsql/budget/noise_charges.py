@@ -2,7 +2,7 @@
 
 On a ledger composed exactly (`dpsql.budget.ledger_accounting`), a statement's share may be spent as
 discrete Laplace noise where that errs less (`planner.noise_choice`): `cheaper_noise` plans it
-both ways; `charge_of` is what a plan charges (its cost in ρ and the mechanisms it is, the
+both ways (`cheaper_target` for an accuracy target: the noise that meets it with the smaller share); `charge_of` is what a plan charges (its cost in ρ and the mechanisms it is, the
 `Entry.pieces` the ledger composes); `charge_words` says it in a result's footer.
 """
 
@@ -15,7 +15,7 @@ from dpsql.errors import BudgetExceededError
 from mechanisms.accounting import pure_dp_to_zcdp
 from mechanisms.measurement import GAUSSIAN, LAPLACE
 from mechanisms.pld_accounting import LAPLACE_PIECE, Piece
-from planner.noise_choice import choose, laplace_share
+from planner.noise_choice import choose, choose_for_target, laplace_share
 from planner.plan import Plan
 
 # Statements of at most this many blocks to measure are planned with both noises, and measured with the one of
@@ -66,6 +66,21 @@ def cheaper_noise(plan: Plan, ledger, budget, share: float, blocks: list, domain
     if laplace.noise != LAPLACE or laplace.adaptive is not None:
         return plan
     return choose(plan, laplace, domain, blocks, lambda p: fits(ledger, *charge_of(p, budget.noise)))
+
+
+def cheaper_target(plan: Plan, ledger, budget, plan_laplace: Callable[[], Plan]) -> Plan:
+    """`plan` (Gaussian, the least ρ meeting an accuracy target), or the Laplace plan meeting the same target
+    (`plan_laplace()`) where that takes the smaller share of the budget."""
+    if not laplace_eligible(budget, ledger) or plan.adaptive is not None or plan.cost <= 0:
+        return plan
+    try:
+        laplace = plan_laplace()
+    except ArithmeticError:  # the target is out of reach with Laplace noise: the Gaussian plan stands
+        return plan
+    if laplace.noise != LAPLACE or laplace.adaptive is not None or laplace.cost <= 0:
+        return plan
+    return choose_for_target(plan, laplace, ledger.total, ledger.delta,
+                             lambda p: fits(ledger, *charge_of(p, budget.noise)))
 
 
 def check_share(ledger, budget, share: float, check: Callable) -> None:
