@@ -125,6 +125,7 @@ class Session:
         self.objective = TOTAL_SQUARED
         self.max_rmse: float | None = None
         self.stderr_columns = False  # SET dpsql.stderr = on: a `<column>_stderr` column after each DP column
+        self.small_counts = "off"  # SET dpsql.small_counts: the small-group count mechanism (`handlers.small_counts`)
         self.analyst = analyst  # an analyst's session (from a profile): the owner's settings are fixed
         self.key_delta = ledger.delta / KEY_DELTA_SHARE  # what one release of keys spends of δ
         if key_delta is not None:

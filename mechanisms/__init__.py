@@ -17,6 +17,8 @@ Each module is one concept:
 - models: `reconstruction/` (least squares and the answering model), `pgm/` (graphical
   models: Private-PGM), `rap/` (relaxed adaptive projection);
 - post-processing: `quantiles` (quantiles and rank intervals from noisy prefix counts);
+- small groups of public size: `small_counts` (the LDP thesis' truncated geometric and fair count
+  mechanisms, their exact rational matrices and sampling);
 - open domains: `partition_selection` (thresholds that release only keys whose noisy count
   clears them: Laplace and Gaussian, exact discrete tails);
 - adaptive mechanisms: `aim`, `mst`, `rap`;

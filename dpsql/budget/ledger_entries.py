@@ -16,6 +16,7 @@ from mechanisms.pld_accounting import Piece
 
 KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds of records
 NOISY_MAX = "noisy_max"  # a report-noisy-max pick (`dpsql.handlers.noisy_max`), named by its question
+SMALL_COUNTS = "small_counts"  # counts released by a small-group mechanism (`dpsql.handlers.small_counts`), likewise
 
 
 def released_keys(payload: Any) -> list[str]:
@@ -26,9 +27,9 @@ def released_keys(payload: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class Record:
-    """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT, MODEL, NOISY_MAX), the `name` it is known
-    by within its table (a column; a continual query; "<query>#<t>"; a model's digest; a question's), its JSON-able
-    `payload` and the δ it spent."""
+    """A release kept with a charge: `kind` (KEYS, CONTINUAL, EMIT, MODEL, NOISY_MAX, SMALL_COUNTS), the `name`
+    it is known by within its table (a column; a continual query; "<query>#<t>"; a model's digest; a question's),
+    its JSON-able `payload` and the δ it spent."""
 
     kind: str
     name: str

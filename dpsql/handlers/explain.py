@@ -6,7 +6,7 @@ from typing import Sequence
 
 from dpsql.budget.units import Sizing, checked
 from dpsql.errors import NotSupportedError, ProgrammingError
-from dpsql.handlers import key_release, noisy_max
+from dpsql.handlers import key_release, noisy_max, small_counts
 from dpsql.budget.noise_charges import charge_of, charge_words, fits
 from dpsql.answers.post_processing import CompositeQuery, parts_of
 from dpsql.answers.result import Result
@@ -36,6 +36,8 @@ def explain(session, sql: str) -> Result:
     if s.protected.reference(sql) is None:
         return s.workspace.run(sql, explain=True)
     compiled = s.compile(sql, weight=weight)
+    if s.small_counts != "off":
+        return small_counts.explain(s, compiled)
     if getattr(compiled, "noisy_max", None) is not None:
         return noisy_max.explain(s, compiled)
     selection = key_release.needed(s, compiled, sql, None, weight)

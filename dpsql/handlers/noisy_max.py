@@ -55,23 +55,24 @@ def _mechanism(session, query: CompiledQuery) -> NoisyMax | ConfidentNoisyMax:
     return confident_noisy_max(kind, s.query_share, m, k, asked.threshold)
 
 
-def _counting(query: CompiledQuery) -> tuple[tuple[str, ...], np.ndarray]:
-    """(clique, 0/1 matrix): the candidates' counts are the matrix times the clique's marginal. Refuses
-    weighted counts (a join that counts a row more than once), which are not counts of rows."""
+def counting(query: CompiledQuery, rows: list[int], what: str) -> tuple[tuple[str, ...], np.ndarray]:
+    """(clique, 0/1 matrix): the counts of the COUNT block's `rows` are the matrix times the clique's marginal.
+    Refuses weighted counts (a join that counts a row more than once), which are not counts of rows."""
     domain = query.table.domain
     block = query.aggregates[0].blocks[0]
     clique = block.attributes(domain)
-    matrix = np.asarray(block.matrix(domain, clique).dense(), dtype=float)[_candidates(query)]
+    matrix = np.asarray(block.matrix(domain, clique).dense(), dtype=float)[rows]
     if not np.all((matrix == 0) | (matrix == 1)):
-        raise NotSupportedError("report-noisy-max counts each row once: this query's joins or conditions weight "
+        raise NotSupportedError(f"{what} counts each row once: this query's joins or conditions weight "
                                 "rows; ask for its GROUP BY counts instead")
     return clique, matrix.astype(np.int64)
 
 
-def _record_name(session, query: CompiledQuery, sql: str, params) -> str:
-    """Names the question: the statement, its parameters, the table's declaration and keys, and the share."""
+def record_name(session, query: CompiledQuery, sql: str, params, *more) -> str:
+    """Names the question: the statement, its parameters, the table's declaration and keys, the share (and
+    `more` that the answer depends on)."""
     parts = [sql, repr(params), query.table.signature(), query.table.key_counts(), session.query_share,
-             session.budget_unit.noise]
+             session.budget_unit.noise, *more]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
@@ -79,7 +80,7 @@ def answer(session, query: CompiledQuery, sql: str, params) -> Result:
     """Release the picked value (charged first), or the recorded one when the same question was asked."""
     s, table, asked = session, query.table, query.noisy_max
     mechanism = _mechanism(s, query)
-    name = _record_name(s, query, sql, params)
+    name = record_name(s, query, sql, params)
     recorded = [p for _, n, p in s.ledger.records(NOISY_MAX, table.name) if n == name]
     if recorded:
         return s.executor.answered(lambda: _result(s, query, recorded[-1]["pick"], mechanism, 0.0, recorded=True))
@@ -87,7 +88,7 @@ def answer(session, query: CompiledQuery, sql: str, params) -> Result:
     exact = s.executor.model(table)
     if exact.covers(counts):
         return s.executor.answered(lambda: _measured(s, query, exact.answer(counts)[0], mechanism))
-    clique, matrix = _counting(query)
+    clique, matrix = counting(query, _candidates(query), "report-noisy-max")
     s.executor.check_affordable(mechanism.cost)
     detail = f"report-noisy-max ({'Confident-GNMax' if asked.threshold is not None else 'GNMax'}) of {query.group_by[0]}"
 
@@ -172,4 +173,4 @@ def describe(query: CompiledQuery) -> Result:
     return Result([query.noisy_max.output], [], types=[column.sql_type if column else "VARCHAR"], dp=[True])
 
 
-__all__ = ["answer", "describe", "explain", "plan"]
+__all__ = ["answer", "counting", "describe", "explain", "plan", "record_name"]

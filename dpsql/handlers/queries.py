@@ -1,7 +1,8 @@
 """A query: plain SQL on public tables (the analyst's workspace), or a DP query on a protected table.
 
 A DP query is compiled (`Session.compile`), takes the key-release detour where it must
-(`dpsql.handlers.key_release`), then is planned, measured, charged and answered by the executor.
+(`dpsql.handlers.key_release`), then is planned, measured, charged and answered by the executor; under
+`SET dpsql.small_counts` it is a small-group count (`dpsql.handlers.small_counts`) or refused.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any, Sequence
 
 from sqlglot import exp
 
-from dpsql.handlers import key_release, noisy_max
+from dpsql.handlers import key_release, noisy_max, small_counts
 from dpsql.answers.post_processing import CompositeQuery, answers, dry_run, parts_of
 from dpsql.answers.result import Result, assemble
 from dpsql.sql.compiler import parse_statement
@@ -29,6 +30,8 @@ def query(session, sql: str, params: Sequence[Any] | dict | None = None) -> Resu
         with s.ledger.suspended():  # public SQL may run long: other processes need not wait for it
             return s.workspace.run(sql, params)
     compiled = s.compile(sql, params, weight=weight)
+    if s.small_counts != "off":
+        return small_counts.answer(s, compiled, sql, params)
     if getattr(compiled, "noisy_max", None) is not None:
         return noisy_max.answer(s, compiled, sql, params)
     selection = key_release.needed(s, compiled, sql, params, weight)
@@ -51,6 +54,8 @@ def describe(session, st: Sql, params) -> Result | None:
         if sql is None:
             return None
     compiled = s.compile(sql, params, weight=weight)
+    if s.small_counts != "off":
+        return small_counts.describe(s, compiled)
     if isinstance(compiled, CompositeQuery):
         shape = dry_run(compiled.outer, compiled.parts)
         shape.rows, shape.stderr = [], []

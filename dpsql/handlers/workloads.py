@@ -53,6 +53,9 @@ def run_workload(session, queries: list[str], begin: BeginWorkload,
     s = session
     if not queries:
         raise ProgrammingError("the workload holds no query")
+    if s.small_counts != "off":
+        raise NotSupportedError(f"dpsql.small_counts = '{s.small_counts}' answers one count per statement, not "
+                                "workloads; nothing was charged (SET dpsql.small_counts = 'off' to plan one)")
     if weights is not None and len(weights) != len(queries):
         raise ProgrammingError(f"{len(weights)} weights given for {len(queries)} queries")
     compiled = []

@@ -9,7 +9,9 @@ the private data. The column types:
 - ``numeric``: ``bins`` equal-width bins over ``[min, max)``; values outside
   are clamped into the first or last bin. Sums use bin midpoints.
 - ``categorical``: the declared ``values``; with ``other = "<value>"`` any
-  undeclared value is counted as that value.
+  undeclared value is counted as that value. ``sizes = [...]`` (one per value) declares
+  each value's number of rows public: COUNTs per group of it may then be released by the
+  small-group mechanisms (``SET dpsql.small_counts``, `dpsql.handlers.small_counts`).
 - ``boolean``: TRUE and FALSE.
 - ``date`` and ``timestamp``: ``min`` to ``max`` in periods of one ``granularity``
   (`dpsql.tables.temporal`); values outside are clamped into the first or last period.

@@ -23,11 +23,14 @@ def numeric(low: float, high: float, bins: int, nullable: bool = False) -> dict:
     return {"type": NUMERIC, "min": low, "max": high, "bins": bins, "nullable": nullable}
 
 
-def categorical(values: Iterable[str], ordered: bool = False, other: str | None = None, nullable: bool = False) -> dict:
-    """Python-API declaration of a categorical column."""
+def categorical(values: Iterable[str], ordered: bool = False, other: str | None = None, nullable: bool = False,
+                sizes: Iterable[int] | None = None) -> dict:
+    """Python-API declaration of a categorical column (`sizes`: each value's number of rows, public)."""
     decl = {"type": CATEGORICAL, "values": list(values), "ordered": ordered, "nullable": nullable}
     if other is not None:
         decl["other"] = other
+    if sizes is not None:
+        decl["sizes"] = list(sizes)
     return decl
 
 
@@ -61,7 +64,7 @@ _KEYS = {
     PRESENCE: {"type", "nullable"},
     INTEGER: {"type", "min", "max", "nullable"},
     NUMERIC: {"type", "min", "max", "bins", "nullable", "strict"},
-    CATEGORICAL: {"type", "values", "ordered", "other", "nullable"},
+    CATEGORICAL: {"type", "values", "ordered", "other", "nullable", "sizes"},
     BOOLEAN: {"type", "nullable"},
     DATE: {"type", "min", "max", "granularity", "nullable", "strict"},
     TIMESTAMP: {"type", "min", "max", "granularity", "nullable", "strict"},
@@ -102,7 +105,8 @@ def parse_column(name: str, decl: dict) -> Column:
         other = decl.get("other")
         if other is not None and other not in values:
             raise CatalogError(f"column {name!r}: other = {other!r} must be one of the declared values")
-        return Column(name, kind, nullable, values=tuple(values), ordered=bool(decl.get("ordered", False)), other=other)
+        return Column(name, kind, nullable, values=tuple(values), ordered=bool(decl.get("ordered", False)), other=other,
+                      sizes=_sizes(name, decl.get("sizes"), values, nullable))
     for key in ("min", "max"):
         if key not in decl:
             raise CatalogError(f"column {name!r}: {kind} columns need {key}")
@@ -119,6 +123,19 @@ def parse_column(name: str, decl: dict) -> Column:
     if not high > low:
         raise CatalogError(f"column {name!r}: numeric columns need min < max")
     return Column(name, kind, nullable, low=low, high=high, bins=bins, strict=strict)
+
+
+def _sizes(name: str, sizes, values: list[str], nullable: bool) -> tuple[int, ...] | None:
+    """A categorical column's public group sizes: one non-negative integer per declared value."""
+    if sizes is None:
+        return None
+    if not isinstance(sizes, list) or len(sizes) != len(values) or \
+            not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
+        raise CatalogError(f"column {name!r}: sizes must list one non-negative integer per value "
+                           f"({len(values)} values)")
+    if nullable:
+        raise CatalogError(f"column {name!r}: sizes declare every row's group, so the column cannot be nullable")
+    return tuple(sizes)
 
 
 def _temporal_column(name: str, kind: str, decl: dict, nullable: bool, strict: bool) -> Column:

@@ -63,6 +63,7 @@ class Column:
     origin: Any = None  # date / timestamp: the start of the first period (a datetime); `bins` periods
     granularity: str | None = None
     strict: bool = False  # numeric / date / timestamp: refuse literals off a bin edge instead of rounding
+    sizes: tuple[int, ...] | None = None  # categorical: each value's number of rows, declared public
 
     @property
     def sql_type(self) -> str:
@@ -175,7 +176,8 @@ class Column:
         if self.kind == NUMERIC:
             return f"numeric [{self.low}, {self.high}) in {self.bins} bins of width {self.width}{null}"
         other = f", other={self.other!r}" if self.other else ""
-        return f"categorical {list(self.values)}{other}{null}"
+        sizes = f", sizes={list(self.sizes)}" if self.sizes is not None else ""
+        return f"categorical {list(self.values)}{other}{sizes}{null}"
 
     # --- vectors over the bins ---------------------------------------------
     def not_null(self) -> np.ndarray:

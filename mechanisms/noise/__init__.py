@@ -2,7 +2,8 @@
 
 - `random_source`: `RandomSource`, uniform integers and 64-bit words (cryptographic
   unless seeded for a test).
-- `exact`: Canonne-Kamath-Steinke's samplers, one draw at a time, in Python integers.
+- `exact`: Canonne-Kamath-Steinke's samplers, one draw at a time, in Python integers; `sample_weighted`,
+  a finite distribution of rational probabilities (integer weights).
 - `batched`: the same algorithms on whole arrays in int64 numpy kernels.
 - `parameters`: floats rounded up to the rationals the samplers take; exact variances.
 
@@ -25,6 +26,7 @@ from mechanisms.noise.exact import (
     bernoulli_exp,
     sample_discrete_gaussian,
     sample_discrete_laplace,
+    sample_weighted,
 )
 from mechanisms.noise.parameters import (
     discrete_gaussian_variance,
@@ -40,6 +42,7 @@ __all__ = [
     "bernoulli_exp",
     "sample_discrete_laplace",
     "sample_discrete_gaussian",
+    "sample_weighted",
     "discrete_laplace_vector",
     "discrete_gaussian_vector",
     "to_fraction_upper",

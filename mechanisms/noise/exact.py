@@ -11,14 +11,16 @@ here only for an acceptance test whose exponent is 2**40 or more.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
+from typing import Callable, Sequence
 
 from mechanisms.noise.random_source import RandomSource
 
-__all__ = ["bernoulli_exp", "sample_discrete_laplace", "sample_discrete_gaussian"]
+__all__ = ["bernoulli_exp", "sample_discrete_laplace", "sample_discrete_gaussian", "sample_weighted"]
 
 _RandBelow = Callable[[int], int]
 
@@ -163,3 +165,15 @@ def sample_discrete_gaussian(sigma2: Fraction | int, rng: RandomSource | None = 
     if s2 == 0:
         return 0
     return _discrete_gaussian(GaussianParams.of(s2), _source(rng).randbelow)
+
+
+def sample_weighted(weights: Sequence[int], rng: RandomSource | None = None) -> int:
+    """Index i with probability weights[i] / sum(weights), exactly: a finite distribution with rational
+    probabilities given as integer weights over a common denominator (one uniform integer below the total,
+    then the first index whose cumulative weight exceeds it)."""
+    if not weights or any(isinstance(w, bool) or not isinstance(w, int) or w < 0 for w in weights):
+        raise ValueError("weights must be a non-empty sequence of non-negative integers")
+    total = sum(weights)
+    if total == 0:
+        raise ValueError("weights must not all be zero")
+    return bisect.bisect_right(list(itertools.accumulate(weights)), _source(rng).randbelow(total))

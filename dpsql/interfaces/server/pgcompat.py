@@ -50,7 +50,7 @@ SETTINGS = {
 }
 # dpsql's own settings (`SET dpsql.<name>`), read by current_setting('dpsql.<name>') and pg_settings too
 DPSQL_SETTINGS = ("stderr", "query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds", "key_delta",
-                  "estimator")
+                  "estimator", "small_counts")
 STARTUP_REPORTED = ("server_version", "server_encoding", "client_encoding", "DateStyle", "IntervalStyle",
                     "TimeZone", "integer_datetimes", "standard_conforming_strings", "application_name",
                     "is_superuser", "default_transaction_read_only", "in_hot_standby")
