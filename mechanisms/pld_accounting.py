@@ -49,10 +49,10 @@ _LOSS_GRID = 1e-4
 # the Gaussian part's CKS bound. Every point is a valid certificate; finer grids only find more budget.
 _EPSILON_POINTS = 256
 _ALPHAS = 1.0 + np.geomspace(1e-4, 1e6, 400)
-# The declared ε comes back from the ledger's ρ through a conversion rounded to 1e-12: a pure piece of
-# exactly the declared ε fits within this relative slack of ε, paid for in δ (`_slack_delta`): an ε-DP
-# piece exceeding ε by s has δ(ε) ≤ e^s − 1, and a pure history over ε by any s has δ(ε) > 0.
-_EPSILON_SLACK = 1e-9
+# The declared ε comes back from the ledger's ρ through a conversion rounded to ~1e-12 relative: a pure
+# piece of exactly the declared ε fits within this relative slack of ε, paid for in δ (`_slack_delta`): a
+# history exceeding ε by s has δ(ε) ≤ δ(ε + s) + e^s − 1, and a pure history over ε by any s has δ(ε) > 0.
+_EPSILON_SLACK = 1e-11
 # Callers accept a history whose remaining ρ is within TOLERANCE × total below 0 (floating-point sums of
 # ρ). The exact certificates' ρ is solved at orders α up to 10⁶, where a ρ short by r is ε over by α·r: they
 # report their ρ less this tolerance, so what a caller accepts is what they certify (`Accountant.remaining`).
