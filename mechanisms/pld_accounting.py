@@ -49,9 +49,14 @@ _LOSS_GRID = 1e-4
 # the Gaussian part's CKS bound. Every point is a valid certificate; finer grids only find more budget.
 _EPSILON_POINTS = 256
 _ALPHAS = 1.0 + np.geomspace(1e-4, 1e6, 400)
-# The declared ε comes back from the ledger's ρ through a conversion rounded to 1e-12: a pure piece of
-# exactly the declared ε fits within this relative slack (the ledger's own for floating-point sums).
-_EPSILON_SLACK = 1e-9
+# The declared ε comes back from the ledger's ρ through a conversion rounded to ~1e-12 relative: a pure
+# piece of exactly the declared ε fits within this relative slack of ε, paid for in δ (`_slack_delta`): a
+# history exceeding ε by s has δ(ε) ≤ δ(ε + s) + e^s − 1, and a pure history over ε by any s has δ(ε) > 0.
+_EPSILON_SLACK = 1e-11
+# Callers accept a history whose remaining ρ is within TOLERANCE × total below 0 (floating-point sums of
+# ρ). The exact certificates' ρ is solved at orders α up to 10⁶, where a ρ short by r is ε over by α·r: they
+# report their ρ less this tolerance, so what a caller accepts is what they certify (`Accountant.remaining`).
+TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -161,9 +166,13 @@ class Accountant:
         zcdp = self.zcdp_capacity(history.delta) - history.zcdp_rho
         if not exact or not history.epsilons:
             return zcdp
-        return max(zcdp, _split_remaining(self, history), _rdp_remaining(self, history))
+        certified = max(_split_remaining(self, history), _rdp_remaining(self, history))
+        return max(zcdp, certified - TOLERANCE * self.total)
 
-    def fits(self, history: History, exact: bool = True, slack: float = 1e-9) -> bool:
+    def fits(self, history: History, exact: bool = True, slack: float = TOLERANCE) -> bool:
+        """Whether the history is within the budget (`slack` × total of ρ tolerated: at most `TOLERANCE`)."""
+        if slack > TOLERANCE:
+            raise ValueError(f"a slack over {TOLERANCE} of the total would let the exact certificates overspend")
         return self.remaining(history, exact) >= -slack * self.total
 
 
@@ -174,7 +183,7 @@ def _split_remaining(acc: Accountant, history: History) -> float:
     exact privacy profile (one vectorized PLD query over a grid of ε_P), and the Gaussian part's ρ at
     each α the CKS bound solved for ρ (every grid point is a valid certificate; the grid only
     decides how close to the best one it gets)."""
-    left = acc.delta - history.delta
+    left = acc.delta - history.delta - _slack_delta(acc.epsilon)
     if left <= 0:
         return -math.inf
     top = pure_epsilon(history.epsilons, 0.0)  # the pure part's ε at δ_P = 0
@@ -196,6 +205,11 @@ def _split_remaining(acc: Accountant, history: History) -> float:
     return min(best, acc.total) - history.rho
 
 
+def _slack_delta(epsilon: float) -> float:
+    """The δ that accepting ε × (1 + `_EPSILON_SLACK`) for ε costs: δ(ε) ≤ δ(ε') + e^(ε' − ε) − 1."""
+    return math.expm1(epsilon * _EPSILON_SLACK)
+
+
 def _one_pure_delta(epsilon: float, at: np.ndarray) -> np.ndarray:
     """The exact privacy profile δ(ε') of one ε-DP piece (its dominating pair is randomized response)."""
     # (e^ε − e^ε') / (1 + e^ε), divided through by e^ε so that no large ε overflows
@@ -206,7 +220,7 @@ def _one_pure_delta(epsilon: float, at: np.ndarray) -> np.ndarray:
 def _rdp_remaining(acc: Accountant, history: History) -> float:
     """The RDP certificate: max over α of the ρ with (α − 1)(αρ + D_α − ε) + log((1 − 1/α)^α / (α − 1))
     ≤ log δ_left (CKS Proposition 12), D_α the pure pieces' Rényi divergences, less the history's ρ."""
-    left = acc.delta - history.delta
+    left = acc.delta - history.delta - _slack_delta(acc.epsilon)
     if left <= 0:
         return -math.inf
     a = _ALPHAS

@@ -53,10 +53,11 @@ from dpsql.budget.ledger_verification import chain_problems, measurement_row_dig
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
-from mechanisms.pld_accounting import History
+from mechanisms.pld_accounting import TOLERANCE, History
 
-# Charges may exceed the total by this relative slack (floating-point sums).
-_SLACK = 1e-9
+# Charges may exceed the total by this relative slack (floating-point sums); the exact certificates report
+# their ρ less it (`mechanisms.pld_accounting.TOLERANCE`), so it never lets them overspend.
+_SLACK = TOLERANCE
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS dpsql_budget (

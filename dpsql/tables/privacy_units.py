@@ -64,18 +64,28 @@ def parse_unit(table: str, unit: Any) -> tuple[str | None, Hop | None]:
     return None, Hop(column, parts[0], parts[1])
 
 
-def shared_keys_sql(unit: PrivacyUnit, relation: Relation = quote_identifier) -> list[str]:
-    """One query per foreign key of `unit`'s path, each counting (column `n`: 0 or 1) whether a key it
-    references is held by rows of several units. A referenced key must be unique to one unit (a primary key): otherwise a row
-    of the linking table belongs to several units, and removing one unit moves another's counts too."""
+def shared_keys_sql(name: str, unit: PrivacyUnit, relation: Relation = quote_identifier) -> list[str]:
+    """Queries counting (column `n`: 0 or 1) whether a row of table `name` reaching `unit` through foreign
+    keys belongs to several units: one per foreign key of the path, whether a key it references is held by
+    rows of several units, and one over the scan's own join (`unit_rows_sql`), whether a foreign-key value
+    of `name` finds rows of several units there. A referenced key must be unique to one unit (a primary key):
+    otherwise a row of the linking table belongs to several units, and removing one unit moves another's
+    counts too. The last query sees what the scan sees: keys that differ as stored ('10', '010') may both
+    equal one foreign key once the join casts them (10)."""
+    if not unit.path:
+        return []
     out = []
     for i, hop in enumerate(unit.path):
         rest = PrivacyUnit(unit.column, unit.bound, unit.path[i + 1:])
-        rows = unit_rows_sql(hop.table, rest, "TRUE", relation)
-        key = quote_identifier(hop.key)
-        out.append(f"SELECT COUNT(*) AS n FROM (SELECT {key} FROM ({rows}) AS k WHERE {key} IS NOT NULL AND "
-                   f"{UNIT} IS NOT NULL GROUP BY {key} HAVING COUNT(DISTINCT {UNIT}) > 1 LIMIT 1) AS shared")
+        out.append(_several_units(unit_rows_sql(hop.table, rest, "TRUE", relation), quote_identifier(hop.key)))
+    out.append(_several_units(unit_rows_sql(name, unit, "TRUE", relation), quote_identifier(unit.path[0].column)))
     return out
+
+
+def _several_units(rows: str, key: str) -> str:
+    """SQL counting (`n`: 0 or 1) whether a value of column `key` of `rows` goes with several units."""
+    return (f"SELECT COUNT(*) AS n FROM (SELECT {key} FROM ({rows}) AS k WHERE {key} IS NOT NULL AND "
+            f"{UNIT} IS NOT NULL GROUP BY {key} HAVING COUNT(DISTINCT {UNIT}) > 1 LIMIT 1) AS shared")
 
 
 def unit_rows_sql(name: str, unit: PrivacyUnit, fits: str, relation: Relation = quote_identifier) -> str:

@@ -80,7 +80,7 @@ class UnitBoundedTable(Table):
         return 1 if self.unit is None else self.unit.bound
 
     def shared_keys_sql(self, relation: Relation = quote_identifier) -> list[str]:
-        return [] if self.unit is None else shared_keys_sql(self.unit, relation)
+        return [] if self.unit is None else shared_keys_sql(self.name, self.unit, relation)
 
     def unit_rows_sql(self, relation: Relation = quote_identifier, stored: Stored = None) -> str:
         """The rows that fit the catalog, with their unit as column `__dpsql_unit` (`unit_rows_sql`)."""
