@@ -33,7 +33,7 @@ from dpsql.budget.ledger import Ledger
 from dpsql.budget.ledger_entries import Entry
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.noise import discrete_laplace_variance, laplace_scale_upper
-from mechanisms.pld_accounting import Piece
+from mechanisms.privacy_filter import Piece
 
 EPSILON, DELTA = 1.0, 1e-6
 SESSIONS = (1, 3, 10, 30, 100)

@@ -2,9 +2,10 @@
 
 A share of a zCDP budget is ρ: the fraction ρ / ρ_total of the ledger, which is also the
 fraction of the declared ε that a Laplace of ε = (ρ / ρ_total)·ε_total takes (pure ε-DP pieces
-add up, δ = 0; composed exactly they may add up to less, `mechanisms.pld_accounting`). So the
-same share buys a discrete Gaussian of ρ or that discrete Laplace (`laplace_share`), and a
-session of k equal shares fits k queries with either. One COUNT spending a whole budget of ε = 1,
+add up, δ = 0, while the history holds no Gaussian piece and no δ event: the pure filter of
+`mechanisms.privacy_filter`; beside Gaussians each counts ε²/2 of ρ). So the same share buys a
+discrete Gaussian of ρ or that discrete Laplace (`laplace_share`), and a session of k equal shares
+fits k queries all Laplace or all Gaussian; the choice only takes a noise that fits. One COUNT spending a whole budget of ε = 1,
 δ = 1e-6 has noise std 1.36 with Laplace against 4.53 with the Gaussian; ten equal shares are
 about even; from about a dozen on, or for measurements of large L1 but small L2 sensitivity
 (marginals read by many cells per row, range trees), the Gaussian wins. (A share read as an
@@ -27,9 +28,15 @@ from planner.plan import Plan
 __all__ = ["laplace_share", "expected_squared_error", "choose", "choose_for_target"]
 
 
+# A Laplace share is made this much (relatively) smaller than its fraction of ε: the pure filter adds the
+# pieces' ε exactly, so a session of equal shares (each ε/k, rounded to a double) still fits its last one.
+SHARE_MARGIN = 1e-12
+
+
 def laplace_share(rho: float, total_rho: float, delta: float) -> float:
-    """The ε of a Laplace taking the same fraction of a ledger of ρ `total_rho` at `delta` as a Gaussian share ρ."""
-    return rho / total_rho * zcdp_to_epsilon(total_rho, delta)
+    """The ε of a Laplace taking the same fraction of a ledger of ρ `total_rho` at `delta` as a Gaussian share ρ
+    (less `SHARE_MARGIN`)."""
+    return rho / total_rho * zcdp_to_epsilon(total_rho, delta) * (1 - SHARE_MARGIN)
 
 
 def expected_squared_error(plan: Plan, domain: Domain, blocks: list[Block]) -> float:

@@ -46,17 +46,17 @@ import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, carried, chain_digest, released_keys
-from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, gaussian_part, pieces_text,
+from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, covering_pieces, pieces_text,
                                             pure_epsilon, pure_pieces, read_history, stored_pieces)
 from dpsql.budget.ledger_file import StateFile
 from dpsql.budget.ledger_verification import chain_problems, measurement_row_digest
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
-from mechanisms.pld_accounting import TOLERANCE, History
+from mechanisms.privacy_filter import TOLERANCE, History, Piece
 
 # Charges may exceed the total by this relative slack (floating-point sums); the exact certificates report
-# their ρ less it (`mechanisms.pld_accounting.TOLERANCE`), so it never lets them overspend.
+# their ρ less it (`mechanisms.privacy_filter.TOLERANCE`), so it never lets them overspend.
 _SLACK = TOLERANCE
 
 _SCHEMA = [
@@ -253,13 +253,14 @@ class Ledger(StateFile):
         """Whether the history is composed exactly (`dpsql.budget.ledger_accounting`): a zCDP ledger in EXACT mode."""
         return self.accounting == EXACT and self.noise == "gaussian" and self.delta > 0
 
-    def _budget(self, con, pure=(), delta: float = 0.0) -> tuple[float, float, float]:
-        """(total, spent, remaining) in ρ as if pure pieces `pure` and δ events of `delta` were charged too;
-        remaining is the Gaussian ρ that still fits and may be negative (over). Exactly composed, spent is
-        what the history took of the total (a ρ-equivalent); the per-analyst limit counts ρ as charged."""
-        more = sum(p.rho for p in pure)
+    def _budget(self, con, pieces=(), delta: float = 0.0) -> tuple[float, float, float]:
+        """(total, spent, remaining) in ρ as if `pieces` (a charge's mechanisms, `covering_pieces`) and δ events
+        of `delta` were charged too; remaining may be negative (over). Exactly composed, remaining is what the
+        history leaves (`Accountant.remaining`) and spent the rest of the total; the per-analyst limit counts
+        ρ as charged."""
+        more = sum(p.rho for p in pieces)
         if self.exact:
-            acc, history = accountant(self.total, self.delta), self._history(con).plus(pure, delta)
+            acc, history = accountant(self.total, self.delta), self._history(con).plus(pieces, delta)
             remaining, capacity = acc.remaining(history), acc.zcdp_capacity(history.delta)
             spent = capacity - remaining
         else:
@@ -316,20 +317,25 @@ class Ledger(StateFile):
     def remaining(self) -> float:
         return self.status()[2]
 
-    def _refuse_if_over(self, cost: float, status: tuple[float, float, float], pure=()) -> None:
-        """Refuse a Gaussian `cost` (ρ) and pure pieces `pure` not fitting `status` (`_budget` with `pure`)."""
-        total, _, remaining = status
-        if cost > remaining + _SLACK * total:
-            whose = "" if self.limit is None else f" of {self.who}'s budget"
-            if pure:
-                needs = f"ε={sum(p.value for p in pure):.6g} of pure DP" + \
-                    (f" and {self._in_epsilon(cost)}" if cost else "")
-                raise BudgetExceededError(f"this statement needs {needs}, more than remains{whose} of "
-                                          f"{self._in_epsilon(total)}; nothing was charged")
-            raise BudgetExceededError(
-                f"this statement needs {self._in_epsilon(cost)} but only {self._in_epsilon(max(remaining, 0.0))}"
-                f"{whose} of {self._in_epsilon(total)} remains; nothing was charged"
-            )
+    def _refuse_if_over(self, con, pieces: list[Piece], delta: float = 0.0) -> None:
+        """Refuse a charge of `pieces` (and δ events of `delta`) that the budget does not accept: `_budget` with
+        them must leave nothing negative (an exact ledger's filters, `mechanisms.privacy_filter`)."""
+        total, _, remaining = self._budget(con, pieces, delta)
+        if remaining >= -_SLACK * total:
+            return
+        whose = "" if self.limit is None else f" of {self.who}'s budget"
+        pure = pure_pieces(pieces)
+        gaussian = sum(p.rho for p in pieces) - sum(p.rho for p in pure)
+        if pure:
+            needs = f"ε={sum(p.value for p in pure):.6g} of pure DP" + \
+                (f" and {self._in_epsilon(gaussian)}" if gaussian else "")
+            raise BudgetExceededError(f"this statement needs {needs}, more than remains{whose} of "
+                                      f"{self._in_epsilon(total)}; nothing was charged")
+        before = self._budget(con)[2]
+        raise BudgetExceededError(
+            f"this statement needs {self._in_epsilon(gaussian)} but only {self._in_epsilon(max(before, 0.0))}"
+            f"{whose} of {self._in_epsilon(total)} remains; nothing was charged"
+        )
 
     def _in_epsilon(self, share: float) -> str:
         """An amount of this ledger's unit as analysts are given budgets: ε (at the ledger's δ), with ρ beside it."""
@@ -341,12 +347,8 @@ class Ledger(StateFile):
 
     def check(self, cost: float, pieces=None) -> None:
         """Raise BudgetExceededError if `cost` (a charge made of `pieces`: `Entry.pieces`) does not fit."""
-        pure = pure_pieces(pieces)
-        if not pure:
-            self._refuse_if_over(cost, self.status())
-            return
         with self._open() as con:
-            self._refuse_if_over(gaussian_part(cost, pieces), self._budget(con, pure), pure)
+            self._refuse_if_over(con, covering_pieces(cost, pieces))
 
     def charge(
         self,
@@ -366,9 +368,8 @@ class Ledger(StateFile):
         with self._open() as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                pure = [p for e in entries for p in pure_pieces(e.pieces)]
-                self._refuse_if_over(sum(gaussian_part(e.cost, e.pieces) for e in entries),
-                                     self._status_after(con, entries), pure)
+                self._refuse_if_over(con, [p for e in entries for p in covering_pieces(e.cost, e.pieces)],
+                                     self._delta_after(con, entries))
                 for e in entries:
                     done.append(self._append(con, e))
                 con.execute("COMMIT")
@@ -387,10 +388,10 @@ class Ledger(StateFile):
             self._records_cache = (self.written_version, records)
         return done
 
-    def _status_after(self, con, entries: list["Entry"]) -> tuple[float, float, float]:
-        """The status as if the entries' records were kept (their δ lowers the capacity). A record that
-        exists already (another connection released it meanwhile) is refused, and so is an entry computed
-        over key domains that another connection has grown meanwhile (a key release included)."""
+    def _delta_after(self, con, entries: list["Entry"]) -> float:
+        """The δ the entries' records spend (it lowers the capacity). A record that exists already (another
+        connection released it meanwhile) is refused, and so is an entry computed over key domains that
+        another connection has grown meanwhile (a key release included)."""
         for e in entries:
             if e.record is not None and e.record.kind != KEYS and e.table is not None and self._has(
                     con, "dpsql_records") and con.execute(
@@ -404,8 +405,7 @@ class Ledger(StateFile):
                 if grown:
                     raise OperationalError(f"keys of {e.table}.{grown[0]} were released meanwhile (by another "
                                            "connection); nothing was charged: ask again")
-        delta = sum(e.record.delta for e in entries if e.record is not None)
-        return self._budget(con, [p for e in entries for p in pure_pieces(e.pieces)], delta)
+        return sum(e.record.delta for e in entries if e.record is not None)
 
     def _key_counts(self, con, table: str) -> dict[str, int]:
         """{column: keys released} of a table's key columns, as the state holds them now."""
@@ -420,8 +420,8 @@ class Ledger(StateFile):
     def check_delta(self, cost: float, delta: float) -> None:
         """Raise BudgetExceededError if `cost` does not fit in what remains once `delta` more is spent."""
         with self._open() as con:
-            self._refuse_if_over(cost, self._status_after(con, [Entry(0.0, "", None, None, [], None,
-                                                                       Record(KEYS, "", [], delta))]))
+            self._refuse_if_over(con, covering_pieces(cost, None), self._delta_after(con, [Entry(
+                0.0, "", None, None, [], None, Record(KEYS, "", [], delta))]))
 
     def _append(self, con, e: "Entry") -> Charge:
         if self._memory is not None:  # before writing: a rolled-back append only makes caches read again

@@ -2,10 +2,10 @@
 
 Each charge is stored with its cost in ρ (its zCDP bound, which the zCDP mode adds up) and, since
 this module exists, the mechanisms it was (`dpsql_pieces`: discrete Gaussians and discrete
-Laplaces, `mechanisms.pld_accounting.Piece`); a charge without them (every charge written before,
+Laplaces, `mechanisms.privacy_filter.Piece`); a charge without them (every charge written before,
 a key release, a continual emit) is the Gaussian of its ρ, and a key release's δ is its record's.
 In the EXACT mode (the default) the budget left is the better of the zCDP and the PLD certificates
-(`mechanisms.pld_accounting.Accountant`), never less than the zCDP mode's; ZCDP keeps the zCDP one.
+(`mechanisms.privacy_filter.Accountant`), never less than the zCDP mode's; ZCDP keeps the zCDP one.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from mechanisms.accounting import zcdp_to_epsilon
-from mechanisms.pld_accounting import LAPLACE_PIECE, Accountant, History, Piece
+from mechanisms.privacy_filter import LAPLACE_PIECE, Accountant, History, Piece
 
 EXACT, ZCDP = "exact", "zcdp"
 ACCOUNTING_MODES = (EXACT, ZCDP)
@@ -35,14 +35,18 @@ def stored_pieces(text: str | None) -> tuple[Piece, ...]:
     return () if text is None else tuple(Piece.from_json(spec) for spec in json.loads(text))
 
 
-def charge_pieces(cost: float, text: str | None) -> list[Piece]:
-    """The mechanisms of one stored charge: its pieces, and a Gaussian for any ρ of its cost they do not
-    cover (none for a charge that recorded them all; all of it for a charge that recorded none)."""
-    pieces = list(stored_pieces(text))
-    uncovered = cost - sum(p.rho for p in pieces)
+def covering_pieces(cost: float, pieces: tuple[Piece, ...] | None) -> list[Piece]:
+    """A charge's pieces, and a Gaussian for any ρ of its `cost` they do not cover (all of it for none)."""
+    out = list(pieces or ())
+    uncovered = cost - sum(p.rho for p in out)
     if uncovered > 1e-12 * max(cost, 1e-300):
-        pieces.append(Piece.gaussian(uncovered))
-    return pieces
+        out.append(Piece.gaussian(uncovered))
+    return out
+
+
+def charge_pieces(cost: float, text: str | None) -> list[Piece]:
+    """The mechanisms of one stored charge (`covering_pieces` of what it recorded)."""
+    return covering_pieces(cost, stored_pieces(text))
 
 
 def read_history(con, has_pieces: bool, has_records: bool) -> History:
@@ -57,13 +61,6 @@ def read_history(con, has_pieces: bool, has_records: bool) -> History:
     delta = float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_records").fetchone()[0]) \
         if has_records else 0.0
     return History().plus(pieces, delta)
-
-
-def gaussian_part(cost: float, pieces: tuple[Piece, ...] | None) -> float:
-    """The ρ of a charge that is Gaussian: what adds to the history's ρ (the pure pieces compose apart)."""
-    if not pieces:
-        return cost
-    return max(cost - sum(p.rho for p in pieces if p.kind == LAPLACE_PIECE), 0.0)
 
 
 def pure_pieces(pieces: tuple[Piece, ...] | None) -> list[Piece]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mechanisms.measurement import Measurement
-from mechanisms.pld_accounting import Piece
+from mechanisms.privacy_filter import Piece
 
 KEYS, CONTINUAL, EMIT, MODEL = "keys", "continual", "emit", "model"  # the kinds of records
 NOISY_MAX = "noisy_max"  # a report-noisy-max pick (`dpsql.handlers.noisy_max`), named by its question

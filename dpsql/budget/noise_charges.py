@@ -14,7 +14,7 @@ from typing import Callable
 from dpsql.errors import BudgetExceededError
 from mechanisms.accounting import pure_dp_to_zcdp
 from mechanisms.measurement import GAUSSIAN, LAPLACE
-from mechanisms.pld_accounting import LAPLACE_PIECE, Piece
+from mechanisms.privacy_filter import LAPLACE_PIECE, Piece
 from planner.noise_choice import choose, choose_for_target, laplace_share
 from planner.plan import Plan
 

@@ -34,7 +34,7 @@ from dpsql.handlers.noisy_max import counting, record_name
 from dpsql.sql.compiler import CompiledQuery
 from dpsql.tables.columns import CATEGORICAL
 from mechanisms import LAPLACE
-from mechanisms.pld_accounting import Piece
+from mechanisms.privacy_filter import Piece
 from mechanisms.small_counts import FAIR, MAX_SIZE, alpha_for, epsilon_of, release, standard_error
 
 NAMES = {FAIR: "the explicit fair mechanism EM", "geometric": "the truncated geometric mechanism GM"}

@@ -1,4 +1,4 @@
-"""Exact composition of mixed histories (`mechanisms.pld_accounting`), the noise the planner picks for a
+"""Exact composition of mixed histories (`mechanisms.privacy_filter`), the noise the planner picks for a
 share (`planner.noise_choice`), and calibrated intervals for Laplace answers."""
 
 import contextlib
@@ -16,7 +16,8 @@ from dpsql.budget.ledger import Ledger
 from dpsql.answers.result import Result
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.noise import RandomSource, discrete_laplace_variance, discrete_laplace_vector, laplace_scale_upper
-from mechanisms.pld_accounting import Accountant, History, Piece
+from mechanisms.privacy_filter import Accountant, History, Piece
+from planner.noise_choice import laplace_share
 
 EPSILON, DELTA = 1.0, 1e-6
 TOTAL = epsilon_delta_to_zcdp(EPSILON, DELTA)
@@ -24,13 +25,16 @@ ACC = Accountant(zcdp_to_epsilon(TOTAL, DELTA), DELTA, TOTAL)
 
 
 def test_one_laplace_piece_spends_its_epsilon_and_no_delta():
-    assert ACC.remaining(History().plus([Piece.laplace(EPSILON)])) == pytest.approx(0.0, abs=1e-9 * TOTAL)
-    assert not ACC.fits(History().plus([Piece.laplace(EPSILON * 1.001)]))
+    eps = ACC.epsilon  # the declared ε as the ledger's ρ gives it back
+    assert ACC.remaining(History().plus([Piece.laplace(eps)])) == pytest.approx(0.0, abs=1e-9 * TOTAL)
+    assert not ACC.fits(History().plus([Piece.laplace(eps * 1.001)]))
+    assert not ACC.fits(History().plus([Piece.laplace(math.nextafter(eps, 2.0))]))  # the pure filter has no slack
     # zCDP alone would count it as ε²/2 = 0.5 of ρ, twenty times the whole budget
-    assert ACC.remaining(History().plus([Piece.laplace(EPSILON)]), exact=False) < -0.4
-    # Pure pieces add up (δ = 0): ten of ε/10 fit, eleven do not.
-    assert ACC.fits(History(epsilons=(EPSILON / 10,) * 10))
-    assert not ACC.fits(History(epsilons=(EPSILON / 10,) * 11))
+    assert ACC.remaining(History().plus([Piece.laplace(eps)]), exact=False) < -0.4
+    # Pure pieces add up (δ = 0): ten shares of ε/10 fit, eleven do not.
+    share = laplace_share(TOTAL / 10, TOTAL, DELTA)
+    assert ACC.fits(History(epsilons=(share,) * 10))
+    assert not ACC.fits(History(epsilons=(share,) * 11))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -48,13 +52,13 @@ def test_gaussian_histories_are_composed_as_in_zcdp():
     assert ACC.remaining(history) == pytest.approx(ACC.zcdp_capacity(DELTA / 10) - 3 * TOTAL / 4)
 
 
-def test_mixed_history_gains_over_zcdp_and_basic_composition():
-    history = History().plus([Piece.laplace(0.5), Piece.gaussian(TOTAL / 4)])
-    left = ACC.remaining(history)
-    assert left > ACC.remaining(history, exact=False) + 0.1 * TOTAL
-    # Better than joining the parts by basic composition (the PLD certificate), less than no pure piece at all.
-    basic = epsilon_delta_to_zcdp(EPSILON - 0.5, DELTA * 0.999) - TOTAL / 4
-    assert basic < left < 0.75 * TOTAL
+def test_beside_a_gaussian_or_a_delta_event_pure_pieces_count_in_zcdp():
+    """Only the zCDP filter accepts histories with Gaussians or δ events: each pure piece is ε²/2 of ρ there."""
+    for history in (History().plus([Piece.laplace(0.1), Piece.gaussian(TOTAL / 4)]),
+                    History().plus([Piece.laplace(0.1)], delta=DELTA / 10)):
+        assert ACC.remaining(history) == ACC.remaining(history, exact=False)
+    assert not ACC.fits(History().plus([Piece.laplace(0.5), Piece.gaussian(TOTAL / 4)]))  # 0.125 > ρ_total
+    assert ACC.fits(History().plus([Piece.laplace(0.5)]))  # alone, the pure filter takes it
 
 
 def test_a_discrete_gaussian_is_not_a_continuous_one():
@@ -137,7 +141,15 @@ def test_an_accuracy_target_is_met_with_the_noise_that_takes_the_smaller_share(p
         assert "noise: discrete Laplace" in plan and "chosen for this accuracy target" in plan
         cur = c.execute("SELECT COUNT(*) FROM people")
         assert cur.result.stderr[0][0] <= 5 and "of pure DP" in cur.result.charge_text
-        assert 0.25 < c.budget.remaining.epsilon < 0.8  # what is left of ε = 1 after about 0.28 of pure DP
+        spent = c.session.ledger.charges()[0].pure_epsilon
+        assert 0.25 < spent < 0.3  # ε ≈ 0.28 of pure DP; what is left is that share of the budget less
+        assert c.budget.remaining.rho == pytest.approx((1 - spent / ACC.epsilon) * TOTAL, rel=1e-9)
+        c.execute("SET dpsql.max_rmse = 60")  # beside the pure piece a Gaussian no longer fits (ε²/2 of ρ)
+        plan = "\n".join(r[0] for r in c.execute("EXPLAIN SELECT age, COUNT(*) FROM people GROUP BY age"
+                                                  ).fetchall())
+        assert "noise: discrete Laplace" in plan and "the Gaussian meeting it no longer fits" in plan
+    with dpsql.connect(path, catalog=catalog, epsilon=EPSILON, delta=DELTA, state=str(tmp_path / "fresh"),
+                       seed=5) as c:
         c.execute("SET dpsql.max_rmse = 60")  # many rows: the Gaussian meets it with the smaller share
         plan = "\n".join(r[0] for r in c.execute("EXPLAIN SELECT age, COUNT(*) FROM people GROUP BY age"
                                                   ).fetchall())
