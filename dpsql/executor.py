@@ -310,6 +310,10 @@ class Executor:
                            if not all(_reports_only(q) for q in queries) else [])
             return [self.answer_local(q) if _reports_only(q) else next(central) for q in queries]
         originals, queries = queries, [self.central_part(q) for q in queries]
+        for original, query in zip(originals, queries):
+            if original is not query and self.local_answers(original.table).n < 2:  # refused before the charge
+                raise NotSupportedError(f"{original.table.name} holds fewer than 2 client reports (over its columns "
+                                        "as they are now): nothing to blend yet; nothing was charged")
         if sizing.max_rmse is None and sizing.budget and any(
                 blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
             check_share(self.ledger, self.budget, sizing.budget, self.check_affordable)  # refused before planned

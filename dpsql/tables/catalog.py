@@ -320,7 +320,8 @@ class Catalog:
         out = Catalog()
         out.path, out.join_bounds = self.path, self.join_bounds
         for name, table in self.tables.items():
-            mine = {c: keys for (t, c), keys in released.items() if t.lower() == name and c in table.columns}
+            source = table.opt_in.lower() if isinstance(table, HybridTable) else name  # its head list: the opt-in's keys
+            mine = {c: keys for (t, c), keys in released.items() if t.lower() in (name, source) and c in table.columns}
             out.tables[name] = table.with_keys(mine)
         return out
 

@@ -1,0 +1,146 @@
+"""BLENDER as published (seeds/000, Alg 2.1–2.5): the grr2 client's exact law, Algorithm 2.5's estimate and
+variance, the SQL flow (the opt-in group discovers the head list, charged first; the clients report over it;
+the hybrid table blends; asked again free) and its refusals (which spend nothing)."""
+
+from __future__ import annotations
+
+import random
+
+import duckdb
+import numpy as np
+import pytest
+
+import dpsql
+from dpsql.errors import NotSupportedError
+from mechanisms.ldp.client import TwoLevelGRR
+from mechanisms.ldp.head_list import channel, client_estimates, query_of
+
+HEAD = TwoLevelGRR(epsilon=2.0, urls=(3, 1, 2), query_share=0.85)
+
+
+def test_the_two_level_grr_law_is_exact_and_within_e_to_the_epsilon():
+    law = channel(HEAD)
+    for value in range(HEAD.values):
+        column = [HEAD.probability({"value": r}, value) for r in range(HEAD.values)]
+        assert sum(column) == 1 and np.allclose(law[:, value], [float(c) for c in column])
+    ratios = law.max(axis=1) / law.min(axis=1)
+    assert ratios.max() <= np.exp(HEAD.epsilon) * (1 + 1e-12)  # Lemma 2.2.4 with δ = 0
+    rng = random.Random(7)
+    draws = np.bincount([HEAD.randomize(3, rng)["value"] for _ in range(20000)], minlength=HEAD.values)
+    expected = 20000 * law[:, 3]
+    assert np.all(np.abs(draws - expected) < 5 * np.sqrt(expected) + 1)
+
+
+def test_algorithm_2_5_is_the_inverse_of_the_report_law_and_unbiased_with_its_variance():
+    truth = np.array([500, 200, 50, 1000, 100, 150])
+    law = channel(HEAD)
+    exact = client_estimates(HEAD, law @ truth)  # expected counts: the estimate is the truth
+    assert np.allclose(exact.record * truth.sum(), truth)
+    assert np.allclose(exact.query * truth.sum(), np.bincount(query_of(HEAD), weights=truth))
+    rng = np.random.default_rng(3)
+    users = np.repeat(np.arange(6), truth)
+    records, variances = [], []
+    for _ in range(400):  # the reports' counts, drawn from the exact law (each user's own column)
+        reported = (rng.random(users.size)[:, None] > np.cumsum(law[:, users].T, axis=1)).sum(axis=1)
+        estimate = client_estimates(HEAD, np.bincount(reported, minlength=6))
+        records.append(estimate.record)
+        variances.append(estimate.record_variance)
+    records, variances = np.array(records), np.array(variances)
+    p = truth / truth.sum()
+    standard_error = records.std(axis=0) / np.sqrt(len(records))
+    assert np.all(np.abs(records.mean(axis=0) - p) < 4 * standard_error)  # Lemma 2.2.5
+    # Lemma 2.2.6's variance estimate (for i.i.d. users) is at least the spread over fixed users
+    assert np.all(variances.mean(axis=0) > 0.8 * records.var(axis=0))
+
+
+CATALOG = """
+[tables.searches_optin]
+rows = {optin}
+[tables.searches_optin.columns]
+q = {{ type = "key" }}
+[tables.searches]
+model = "local"
+protocol = "grr2"
+epsilon = 2.0
+opt_in = "searches_optin"
+[tables.searches.columns]
+q = {{ type = "key" }}
+"""
+QUERIES = np.array(["a", "b", "c", "d", "e", "f"])
+WEIGHTS = np.array([0.4, 0.25, 0.15, 0.1, 0.07, 0.03])
+
+
+def _connect(optin: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE searches_optin AS SELECT unnest(?) AS q", [rng.choice(QUERIES, optin, p=WEIGHTS).tolist()])
+    con.execute("CREATE TABLE searches (value BIGINT)")
+    conn = dpsql.connect(con=con, catalog=CATALOG.format(optin=optin), epsilon=2.0, delta=1e-6, state=":memory:")
+    return con, conn
+
+
+def _report(con, conn, clients: int, seed: int = 1):
+    """The clients' grr2 reports over the head list as released (⋆ last), from the same population."""
+    table = conn.session.catalog.get("searches")
+    keys = list(table.column("q").values)
+    client = table.client
+    rng, python_rng = np.random.default_rng(seed), random.Random(seed)
+    values = rng.choice(QUERIES, clients, p=WEIGHTS)
+    reports = [client.randomize(keys.index(v) if v in keys else len(keys), python_rng)["value"] for v in values]
+    con.execute("INSERT INTO searches SELECT unnest(?)", [reports])
+    return keys
+
+
+def test_sql_blender_discovers_charges_then_blends_and_asking_again_is_free():
+    con, conn = _connect(3000)
+    cur = conn.cursor()
+    with pytest.raises(NotSupportedError, match="opt-in group discovers first"):
+        cur.execute("SELECT q, COUNT(*) FROM searches GROUP BY q")
+    assert conn.session.ledger.spent() == 0
+    discovered = cur.execute("SELECT q, COUNT(*) FROM searches_optin GROUP BY q").fetchall()
+    after_discovery = conn.session.ledger.spent()
+    assert after_discovery > 0 and {r[0] for r in discovered} <= set(QUERIES)
+    with pytest.raises(NotSupportedError, match="fewer than 2 client reports"):  # no client has reported yet
+        cur.execute("SELECT q, COUNT(*) FROM searches GROUP BY q")
+    assert conn.session.ledger.spent() == after_discovery
+    keys = _report(con, conn, 30000)
+    assert conn.session.catalog.get("searches").client.urls == (1,) * (len(keys) + 1)
+    cur.execute("SET dpsql.stderr = on")
+    rows = cur.execute("SELECT q, COUNT(*) AS n FROM searches GROUP BY q").fetchall()
+    charged = conn.session.ledger.spent()
+    assert charged == after_discovery  # the opt-in group's part: the discovery's noisy counts, charged there
+    assert cur.execute("SELECT q, COUNT(*) AS n FROM searches GROUP BY q").fetchall() == rows  # asked again: free
+    assert cur.execute("SELECT COUNT(*) FROM searches WHERE q <> 'a'").fetchall()[0][0] > 0  # ⋆'s count too: a fresh charge
+    charged = conn.session.ledger.spent()
+    assert charged > after_discovery
+    assert cur.execute("SELECT COUNT(*) FROM searches WHERE q <> 'a'").fetchall()[0][0] > 0
+    assert conn.session.ledger.spent() == charged
+    truth = {k: 33000 * w for k, w in zip(QUERIES, WEIGHTS)}
+    assert [r[0] for r in rows] == keys
+    for key, count, error in rows:
+        assert abs(count - truth[key]) < 5 * error
+    # the blend against each group alone (Theorem 2.2.7): below both
+    from mechanisms.ldp.hybrid_answers import HybridAnswers
+    session, table = conn.session, conn.session.catalog.get("searches")
+    query = session.compile("SELECT q, COUNT(*) FROM searches GROUP BY q")
+    central = session.executor.answering(table.measured_as(session.catalog.get))
+    model = HybridAnswers(table.domain, central, session.executor.local_answers(table), 3000)
+    alone_central, alone_local = model.groups(query.blocks[0])
+    blended = model.variance(query.blocks[0])
+    assert np.all(blended < alone_central) and np.all(blended < alone_local)
+
+
+def test_a_head_list_is_fixed_once_discovered_and_the_refusal_spends_nothing():
+    columns = 'q = { type = "key" }\nu = { type = "categorical", values = ["x", "y"] }\n'
+    catalog = CATALOG.format(optin=3000).replace('q = { type = "key" }\n', columns)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE searches_optin AS SELECT 'a' AS q, 'x' AS u FROM range(3000)")
+    con.execute("CREATE TABLE searches (value BIGINT)")
+    conn = dpsql.connect(con=con, catalog=catalog, epsilon=2.0, delta=1e-6, state=":memory:")
+    cur = conn.cursor()
+    assert cur.execute("SELECT q, COUNT(*) FROM searches_optin WHERE u = 'x' GROUP BY q").fetchall()[0][0] == "a"
+    assert conn.session.catalog.get("searches").client.urls == (2, 2)  # ⟨q, u⟩: query a and ⋆, URLs x, y
+    spent = conn.session.ledger.spent()
+    with pytest.raises(NotSupportedError, match="fixed once discovered"):  # the list the reports index stays
+        cur.execute("SELECT q, COUNT(*) FROM searches_optin GROUP BY q")  # rows not counted yet: it would grow
+    assert conn.session.ledger.spent() == spent
