@@ -125,10 +125,14 @@ def run(share: float, epsilon: float, head: int, values: np.ndarray, urls: int, 
     held = np.bincount(index[values[clients]], minlength=sum(sizes))
     reported = sum(gen.multinomial(c, law[:, v]) for v, c in enumerate(held) if c)
     estimate = client_estimates(protocol, reported)
-    blended = project_simplex(blend(p_o, v_o, estimate.record, np.maximum(estimate.record_variance, 1e-300)).value)
+    blended = project_simplex(blend(p_o, v_o, estimate.record, estimate.record_variance).value)
+    # the same with the opt-in variance estimate (Alg 2.3 line 14) at p̂ clipped to [0, 1]: never below its noise
+    _, v_clipped = optin_estimates(np.clip(p_o, 0, 1) * len(t), len(t), 2 * scale ** 2)
+    clipped = project_simplex(blend(p_o, v_clipped, estimate.record, estimate.record_variance).value)
     queries = sorted(tree)
     out = {}
-    for name, p in (("BLENDER", blended), ("opt-in only (TCM)", project_simplex(p_o))):
+    for name, p in (("BLENDER", blended), ("BLENDER, opt-in variance at clipped p̂", clipped),
+                    ("opt-in only (TCM)", project_simplex(p_o))):
         per_query = dict(zip(queries, query_probabilities(p, sizes)[:-1].tolist()))
         ranked = [queries[i] for i in np.argsort(-query_probabilities(p, sizes)[:-1])]
         out[name] = (l1(per_query, truth_queries, top), ndcg(ranked, truth_queries, head), len(queries))
@@ -161,7 +165,7 @@ def main() -> None:
                    "l1": l1s.mean(), "l1_se": l1s.std(ddof=1) / np.sqrt(len(l1s)), "ndcg": ndcgs.mean(),
                    "ndcg_se": ndcgs.std(ddof=1) / np.sqrt(len(ndcgs)), "queries in list": sizes.mean()}
             out.append(row)
-            print(f"opt-in {share:.0%} M={head} ε={epsilon:g} {name:22s} ℓ1 {row['l1']:.4f} ± {row['l1_se']:.4f}  "
+            print(f"opt-in {share:.0%} M={head} ε={epsilon:g} {name:38s} ℓ1 {row['l1']:.4f} ± {row['l1_se']:.4f}  "
                   f"NDCG {row['ndcg']:.3f} ± {row['ndcg_se']:.3f}  list {row['queries in list']:.1f}", flush=True)
         print(f"  ({time.process_time() - started:.1f} s CPU)", flush=True)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")
