@@ -151,6 +151,7 @@ class Executor:
         self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
         self._models_seen: dict[str, tuple[str, ...]] = {}  # per table: the ledger's models `generative` holds
         self.estimator = "least_squares"  # SET dpsql.estimator: or "pgm", "auto" (a graphical model over all)
+        self.hybrid_mean = "blend"  # SET dpsql.hybrid_mean: AVG over a hybrid table, or "kvh", "pwh"
         self._fitted: dict[str, tuple[int, GraphicalModelEstimator]] = {}  # per table: (measurements, the fit)
         self._results: dict[int, tuple[CompiledQuery, tuple, str, Result]] = {}  # see `_answer`
 
@@ -339,7 +340,8 @@ class Executor:
         expressions costs milliseconds)."""
         model = self.estimating(query.table, self.answering(query.table))
         if original is not query:  # a hybrid table: the opt-in group's answers blended with the reports'
-            model = HybridAnswers(query.table.domain, model, self.local_answers(original.table), query.table.public_rows)
+            model = HybridAnswers(query.table.domain, model, self.local_answers(original.table), query.table.public_rows,
+                                  self.hybrid_mean)
         models = (model.exact, *model.generative) if isinstance(model, AnsweringModel) else (model,)
         known = self._results.get(id(original))
         if known is not None and known[0] is original and known[2] == plan_text and len(known[1]) == len(models) \

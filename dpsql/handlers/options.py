@@ -38,6 +38,8 @@ def set_option(session, name: str, value: float | str) -> None:
         s.stderr_columns = bool(value)
     elif name == "estimator":
         s.executor.estimator = str(value)
+    elif name == "hybrid_mean":
+        s.executor.hybrid_mean = str(value)
     elif name == "key_delta":
         if s.analyst:
             raise ProgrammingError("dpsql.key_delta is the data owner's setting: the profile's [budget] "
@@ -72,5 +74,5 @@ def show(session, name: str) -> Result:
               "max_rmse": s.max_rmse or 0.0, "objective": s.objective,
               "planning_seconds": "auto" if s.executor.planning_seconds is None else s.executor.planning_seconds,
               "stderr": "on" if s.stderr_columns else "off", "key_delta": s.key_delta,
-              "estimator": s.executor.estimator}
+              "estimator": s.executor.estimator, "hybrid_mean": s.executor.hybrid_mean}
     return Result([f"dpsql.{name}"], [(values[name],)], kind="status")
