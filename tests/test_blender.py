@@ -31,6 +31,14 @@ def test_the_two_level_grr_law_is_exact_and_within_e_to_the_epsilon():
     assert np.all(np.abs(draws - expected) < 5 * np.sqrt(expected) + 1)
 
 
+def test_the_command_line_reports_over_a_head_list(capsys):
+    import json
+    from mechanisms.ldp.client import main
+    assert main(["--protocol", "grr2", "--epsilon", "2", "--urls", "3,1", "--query-share", "0.5", "--value", "3"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["urls"] == [3, 1] and row["query_share"] == 0.5 and 0 <= row["payload"]["value"] < 4
+
+
 def test_algorithm_2_5_is_the_inverse_of_the_report_law_and_unbiased_with_its_variance():
     truth = np.array([500, 200, 50, 1000, 100, 150])
     law = channel(HEAD)
@@ -115,6 +123,8 @@ def test_sql_blender_discovers_charges_then_blends_and_asking_again_is_free():
     assert charged > after_discovery
     assert cur.execute("SELECT COUNT(*) FROM searches WHERE q <> 'a'").fetchall()[0][0] > 0
     assert conn.session.ledger.spent() == charged
+    plan = cur.execute("EXPLAIN SELECT q, COUNT(*) FROM searches GROUP BY q").fetchall()[0][0]
+    assert "searches_optin" in plan and conn.session.ledger.spent() == charged
     truth = {k: 33000 * w for k, w in zip(QUERIES, WEIGHTS)}
     assert [r[0] for r in rows] == keys
     for key, count, error in rows:
@@ -229,3 +239,39 @@ def test_a_bad_hybrid_mean_setting_is_refused_and_spends_nothing():
     with pytest.raises(dpsql.ProgrammingError, match="one of blend, kvh, pwh"):
         cur.execute("SET dpsql.hybrid_mean = 'median'")
     assert conn.session.ledger.spent() == 0
+
+
+def test_the_sql_model_of_grr2_reports_has_the_exact_variance_of_its_answers():
+    """`HeadListAnswers`: x̂ = P⁻¹c is unbiased, and the covariance it states (at the truth) is the spread of its
+    answers over report draws, for the cells (q, u) and for the queries' totals (GROUP BY q)."""
+    from mechanisms.domain import Domain
+    from mechanisms.ldp.head_list_answers import HeadListAnswers
+    from mechanisms.matrices import Dense
+    from mechanisms.workload import Block, Term
+    protocol = TwoLevelGRR(epsilon=1.5, urls=(2, 2, 2), query_share=0.7)
+    domain = Domain(("q", "u"), (3, 2))
+    truth = np.array([400, 100, 250, 50, 150, 50])
+    cells = Block("cells", ("q", "u"), [Term(1.0, {"q": Dense(np.eye(3)), "u": Dense(np.eye(2))})])
+    queries = Block("queries", ("q",), [Term(1.0, {"q": Dense(np.eye(3)), "u": Dense(np.ones((1, 2)))})])
+    law, rng = channel(protocol), np.random.default_rng(11)
+    at_truth = HeadListAnswers(domain, protocol, law @ truth)  # expected counts: its plug-in is the truth
+    for block, expected in ((cells, truth), (queries, truth.reshape(3, 2).sum(axis=1))):
+        draws = np.array([HeadListAnswers(domain, protocol, sum(rng.multinomial(c, law[:, v])
+                                                                for v, c in enumerate(truth))).estimate(block)
+                          for _ in range(2000)])
+        assert np.allclose(at_truth.estimate(block), expected)
+        assert np.all(np.abs(draws.mean(axis=0) - expected) < 4 * draws.std(axis=0) / np.sqrt(len(draws)))
+        assert np.allclose(draws.var(axis=0, ddof=1), at_truth.variance(block), rtol=0.12)
+        pairs = np.cov(draws[:, 0], draws[:, 1])[0, 1]  # two rows' covariance, as `covariance` states it
+        first = Block("first", (), [Term(1.0, {a: Dense(f) for a, f in zip(("q", "u"), _row(block, 0))})])
+        second = Block("second", (), [Term(1.0, {a: Dense(f) for a, f in zip(("q", "u"), _row(block, 1))})])
+        stated = at_truth.covariance(first, second)[0]
+        assert abs(pairs - stated) < 0.12 * np.sqrt(at_truth.variance(first)[0] * at_truth.variance(second)[0])
+
+
+def _row(block, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """The Kronecker factors of row i of `cells` (q, u) or `queries` (q)."""
+    if block.name == "cells":
+        q, u = divmod(i, 2)
+        return np.eye(3)[[q]], np.eye(2)[[u]]
+    return np.eye(3)[[i]], np.ones((1, 2))
