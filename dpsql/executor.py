@@ -39,7 +39,8 @@ A table of local-DP reports (`Table.answered_by_reports`) spends nothing here: i
 from the protocol's unbiased estimate of its reports (`mechanisms.ldp.answering`), apart from the
 plan. A hybrid table (a local table with an `opt_in` central table) is planned, measured and
 charged as a query over its opt-in table, whose answers are then blended, after the charge, with
-the reports' (`mechanisms.ldp.hybrid_answers`).
+the reports' (`mechanisms.ldp.hybrid_answers`; AVG by KVH or PWH under `hybrid_mean`); one whose
+table holds fewer than two reports is refused before anything is planned.
 """
 
 from __future__ import annotations

@@ -67,7 +67,9 @@ same columns and its size public (``rows``: the opt-in group's size, which the b
 by, as the seed does). A query over the hybrid table is measured and charged over the opt-in
 table like any central query, and its counts (and so SUM and AVG) are blended with the reports'
 with the variance-optimal weights, assuming, as the seed does, that who opts in does not depend
-on the data: the answer is a count over both groups, with error bars.
+on the data: the answer is a count over both groups, with error bars. With ``protocol = "grr2"``
+(BLENDER as published) its columns may be key columns: their head list is the opt-in table's key
+release, the clients report over it with the two-level GRR (`dpsql.tables.hybrid`).
 
 A *graph* (``[graphs.<edge table>]``, `dpsql.tables.edge_tables`) declares a table of edges whose
 privacy unit is a node, with a degree bound, and the node table of projected degrees that
