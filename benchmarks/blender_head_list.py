@@ -19,7 +19,10 @@ baseline is OUE over the declared record domain (Qin et al.'s mechanism is not i
 domain favours it). The clients' reports are drawn from grr2's exact law (`head_list.channel`),
 one multinomial per record, which is the same distribution as running `TwoLevelGRR.randomize` per user.
 
-    PYTHONPATH=. python -m benchmarks.blender_head_list [--draws 20]
+`sql_records` runs the comparison again through SQL (one key column: the opt-in table's key release,
+grr2 reports loaded into the hybrid table, its GROUP BY), each draw a fresh connection.
+
+    PYTHONPATH=. python -m benchmarks.blender_head_list [--draws 20] [--sql-draws 10]
 """
 
 from __future__ import annotations
@@ -149,9 +152,96 @@ def run(share: float, epsilon: float, head: int, values: np.ndarray, urls: int, 
     return out
 
 
+SQL_CATALOG = """
+[tables.countries_optin]
+rows = {optin}
+[tables.countries_optin.columns]
+country = {{ type = "key" }}
+[tables.countries]
+model = "local"
+protocol = "grr2"
+epsilon = {epsilon}
+opt_in = "countries_optin"
+[tables.countries.columns]
+country = {{ type = "key" }}
+[tables.everyone]
+model = "local"
+protocol = "oue"
+epsilon = {epsilon}
+[tables.everyone.columns]
+country = {{ type = "integer", min = 0, max = {last} }}
+"""
+
+
+def sql_run(share: float, epsilon: float, head: int, countries: np.ndarray, gen) -> dict[str, float]:
+    """The same comparison through SQL, one key column (the query: native-country): the opt-in group's key
+    release discovers the list (central ε = `epsilon`, its query share), the clients report with grr2
+    over it, and the hybrid table's GROUP BY is the blend; the baselines are the discovery's own counts and
+    an OUE table of every user's report over the declared 42 countries. ℓ1 as in `run`."""
+    import random
+
+    import duckdb
+
+    import dpsql
+    n, queries = len(countries), domain_sizes("adult")[QUERY]
+    truth = np.bincount(countries, minlength=queries) / n
+    top = np.argsort(-truth)[:head]
+    order = gen.permutation(n)
+    optin, clients = countries[order[: int(share * n)]], countries[order[int(share * n):]]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE countries_optin AS SELECT CAST(unnest(?) AS VARCHAR) AS country", [optin.tolist()])
+    con.execute("CREATE TABLE countries (value BIGINT)")
+    oue = OptimizedUnaryEncoding(epsilon, queries)
+    p, q = (float(x) for x in oue.support_probabilities)
+    held = np.eye(queries, dtype=bool)[countries]
+    ones = np.where(held, gen.random(held.shape) < p, gen.random(held.shape) < q)
+    con.execute("CREATE TABLE everyone AS SELECT unnest(?) AS ones", [[np.flatnonzero(r).tolist() for r in ones]])
+    conn = dpsql.connect(con=con, catalog=SQL_CATALOG.format(optin=len(optin), epsilon=epsilon, last=queries - 1),
+                         epsilon=2 * epsilon, query_epsilon=epsilon, delta=1e-5, state=":memory:",
+                         seed=int(gen.integers(1 << 31)))
+    cur = conn.cursor()
+    found = cur.execute("SELECT country, COUNT(*) FROM countries_optin GROUP BY country").fetchall()
+    opt_in = {int(k): c / len(optin) for k, c in sorted(found, key=lambda r: -r[1])[:head]}
+    table = conn.session.catalog.get("countries")
+    keys = [int(k) for k in table.column("country").values] if found else []
+    client, python_rng = table.client, random.Random(int(gen.integers(1 << 31)))
+    reports = [client.randomize(keys.index(v) if v in keys else len(keys), python_rng)["value"] for v in clients]
+    con.execute("INSERT INTO countries SELECT unnest(?)", [reports])
+    blended = {int(k): c / n for k, c in cur.execute("SELECT country, COUNT(*) FROM countries GROUP BY country")
+               .fetchall()} if keys else {}
+    blended = dict(sorted(blended.items(), key=lambda kv: -kv[1])[:head])
+    local = {int(k): c / n for k, c in cur.execute("SELECT country, COUNT(*) FROM everyone GROUP BY country")
+             .fetchall()}
+    local = dict(sorted(local.items(), key=lambda kv: -kv[1])[:head])
+    return {"BLENDER (SQL)": l1(blended, truth, top), "opt-in only (SQL key release)": l1(opt_in, truth, top),
+            "client only (SQL, OUE)": l1(local, truth, top), "list": len(keys)}
+
+
+def sql_records(draws: int, gen) -> list[dict]:
+    header = (DATA / "adult" / "adult.csv").read_text().split("\n", 1)[0].split(",")
+    countries = np.loadtxt(DATA / "adult" / "adult.csv", delimiter=",", skiprows=1, dtype=np.int64,
+                           usecols=header.index(QUERY))
+    out = []
+    for epsilon in (1.0, 4.0):
+        started = time.process_time()
+        runs = [sql_run(0.05, epsilon, 10, countries, gen) for _ in range(draws)]
+        for name in runs[0]:
+            if name == "list":
+                continue
+            values = np.array([r[name] for r in runs])
+            out.append({"path": "SQL", "opt-in": 0.05, "head list": 10, "epsilon": epsilon, "mechanism": name,
+                        "draws": draws, "l1": values.mean(), "l1_se": values.std(ddof=1) / np.sqrt(draws),
+                        "queries in list": float(np.mean([r["list"] for r in runs]))})
+            print(f"SQL ε={epsilon:g} {name:32s} ℓ1 {out[-1]['l1']:.4f} ± {out[-1]['l1_se']:.4f}  "
+                  f"list {out[-1]['queries in list']:.1f}", flush=True)
+        print(f"  ({time.process_time() - started:.1f} s CPU)", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=20)
+    parser.add_argument("--sql-draws", type=int, default=10, help="draws of the SQL path (each a connection)")
     args = parser.parse_args()
     values, urls = records()
     rng, gen = RandomSource(0), np.random.default_rng(0)
@@ -168,6 +258,7 @@ def main() -> None:
             print(f"opt-in {share:.0%} M={head} ε={epsilon:g} {name:38s} ℓ1 {row['l1']:.4f} ± {row['l1_se']:.4f}  "
                   f"NDCG {row['ndcg']:.3f} ± {row['ndcg_se']:.3f}  list {row['queries in list']:.1f}", flush=True)
         print(f"  ({time.process_time() - started:.1f} s CPU)", flush=True)
+    out += sql_records(args.sql_draws, gen)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")
 
 
