@@ -18,7 +18,6 @@ hybrid table is answered by blending as above. The head list is fixed once disco
 that would grow it is refused (the clients' reports index the list they were made over).
 """
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass
