@@ -39,7 +39,8 @@ A table of local-DP reports (`Table.answered_by_reports`) spends nothing here: i
 from the protocol's unbiased estimate of its reports (`mechanisms.ldp.answering`), apart from the
 plan. A hybrid table (a local table with an `opt_in` central table) is planned, measured and
 charged as a query over its opt-in table, whose answers are then blended, after the charge, with
-the reports' (`mechanisms.ldp.hybrid_answers`).
+the reports' (`mechanisms.ldp.hybrid_answers`; AVG by KVH or PWH under `hybrid_mean`); one whose
+table holds fewer than two reports is refused before anything is planned.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ class Executor:
         self.generative: dict[str, list[Estimator]] = {}  # per table: models fitted by adaptive releases
         self._models_seen: dict[str, tuple[str, ...]] = {}  # per table: the ledger's models `generative` holds
         self.estimator = "least_squares"  # SET dpsql.estimator: or "pgm", "auto" (a graphical model over all)
+        self.hybrid_mean = "blend"  # SET dpsql.hybrid_mean: AVG over a hybrid table, or "kvh", "pwh"
         self._fitted: dict[str, tuple[int, GraphicalModelEstimator]] = {}  # per table: (measurements, the fit)
         self._results: dict[int, tuple[CompiledQuery, tuple, str, Result]] = {}  # see `_answer`
 
@@ -312,6 +314,10 @@ class Executor:
                            if not all(_reports_only(q) for q in queries) else [])
             return [self.answer_local(q) if _reports_only(q) else next(central) for q in queries]
         originals, queries = queries, [self.central_part(q) for q in queries]
+        for original, query in zip(originals, queries):
+            if original is not query and self.local_answers(original.table).n < 2:  # refused before the charge
+                raise NotSupportedError(f"{original.table.name} holds fewer than 2 client reports (over its columns "
+                                        "as they are now): nothing to blend yet; nothing was charged")
         if sizing.max_rmse is None and sizing.budget and any(
                 blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
             check_share(self.ledger, self.budget, sizing.budget, self.check_affordable)  # refused before planned
@@ -337,7 +343,8 @@ class Executor:
         expressions costs milliseconds)."""
         model = self.estimating(query.table, self.answering(query.table))
         if original is not query:  # a hybrid table: the opt-in group's answers blended with the reports'
-            model = HybridAnswers(query.table.domain, model, self.local_answers(original.table), query.table.public_rows)
+            model = HybridAnswers(query.table.domain, model, self.local_answers(original.table), query.table.public_rows,
+                                  self.hybrid_mean)
         models = (model.exact, *model.generative) if isinstance(model, AnsweringModel) else (model,)
         known = self._results.get(id(original))
         if known is not None and known[0] is original and known[2] == plan_text and len(known[1]) == len(models) \

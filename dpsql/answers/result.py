@@ -111,7 +111,8 @@ def answered_by(query: CompiledQuery, model: AnsweringModel) -> list[str]:
 
 
 def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(estimate, standard error) per aggregate; AVG by the delta method on SUM/COUNT; a quantile
+    """(estimate, standard error) per aggregate; AVG by the delta method on SUM/COUNT (over a hybrid table, or
+    by its model's `hybrid_mean`); a quantile
     from its column's noisy CDF (`quantile_answer`); a variance from its sums (`moment_answer`)."""
     out = []
     for agg in query.aggregates:
@@ -126,6 +127,11 @@ def aggregate_answers(query: CompiledQuery, model: AnsweringModel) -> list[tuple
             out.append((est, np.sqrt(np.maximum(var, 0.0))))
             continue
         total_block, count_block = agg.blocks
+        hybrid_mean = getattr(model, "hybrid_mean", None)  # a hybrid table's AVG by KVH or PWH
+        averaged = hybrid_mean(total_block, count_block) if hybrid_mean is not None else None
+        if averaged is not None:
+            out.append((agg.center + averaged[0], averaged[1]))
+            continue
         s, vs = model.answer(total_block)
         c, vc = model.answer(count_block)
         cov = model.covariance(total_block, count_block)

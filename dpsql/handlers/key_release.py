@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpsql.tables.columns import KEY
+from dpsql.tables.hybrid import HybridTable
 from dpsql.errors import Error, NotSupportedError
 from dpsql.tables.key_domains import covered, rows_counted
 from dpsql.budget.ledger_entries import KEYS
@@ -24,9 +25,17 @@ def needed(session, compiled: Any, sql: str, params, weight: float) -> KeySelect
     released key column alone over rows no release of it has counted, the selection that grows it."""
     if not isinstance(compiled, CompiledQuery):
         return None
+    table = compiled.table
+    if isinstance(table, HybridTable):  # its keys are its opt-in group's, discovered there
+        if compiled.selection is not None:
+            column = compiled.selection.column
+            raise NotSupportedError(
+                f"{table.name}.{column} is a head list its opt-in group discovers first (charged centrally): "
+                f"SELECT {column}, COUNT(*) FROM {table.opt_in} GROUP BY {column}; the clients then report over "
+                "the keys released (grr2). Nothing was charged")
+        return None
     if compiled.selection is not None:
         return compiled.selection
-    table = compiled.table
     columns = [g for g in compiled.group_by if g in table.columns and table.column(g).kind == KEY]
     if len(compiled.groups) != 1 or not columns:
         return None
@@ -70,6 +79,11 @@ def release(session, selection: KeySelection, sql: str, params, weight: float) -
                                 "first (the counts' error is then shown)")
     name, column = selection.table.name, selection.column
     had = _released_before(s, selection)
+    fixed = [t.name for t in s.declared.tables.values() if isinstance(t, HybridTable)
+             and t.opt_in.lower() == name.lower() and column in t.discovered()]
+    if had and fixed:
+        raise NotSupportedError(f"{name}.{column} is the head list of {', '.join(fixed)}, fixed once discovered: the "
+                                "clients' reports index the keys released. Nothing was charged")
 
     def over(keys: tuple[str, ...]) -> CompiledQuery:
         return s.compile(sql, params, weight=weight, catalog=s.catalog.with_keys({(name, column): keys}))

@@ -40,6 +40,8 @@ def set_option(session, name: str, value: float | str) -> None:
         s.executor.estimator = str(value)
     elif name == "small_counts":
         s.small_counts = str(value)
+    elif name == "hybrid_mean":
+        s.executor.hybrid_mean = str(value)
     elif name == "key_delta":
         if s.analyst:
             raise ProgrammingError("dpsql.key_delta is the data owner's setting: the profile's [budget] "
@@ -74,5 +76,6 @@ def show(session, name: str) -> Result:
               "max_rmse": s.max_rmse or 0.0, "objective": s.objective,
               "planning_seconds": "auto" if s.executor.planning_seconds is None else s.executor.planning_seconds,
               "stderr": "on" if s.stderr_columns else "off", "key_delta": s.key_delta,
-              "estimator": s.executor.estimator, "small_counts": s.small_counts}
+              "estimator": s.executor.estimator, "small_counts": s.small_counts,
+              "hybrid_mean": s.executor.hybrid_mean}
     return Result([f"dpsql.{name}"], [(values[name],)], kind="status")

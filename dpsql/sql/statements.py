@@ -17,9 +17,11 @@ Besides SQL, a script may contain:
   ``stderr`` (``on``: each DP column is followed by a ``<column>_stderr`` column),
   ``key_delta`` (the δ a release of keys by partition selection spends) and ``estimator``
   (``least_squares``, ``pgm``: a graphical model over all measurements, non-negative; ``auto``:
-  the graphical model's answer where least squares' intervals hold it, else least squares) and
+  the graphical model's answer where least squares' intervals hold it, else least squares),
   ``small_counts`` (``fair`` or ``geometric``: COUNTs per group of a categorical column with declared
-  ``sizes`` are released by the LDP thesis' small-group mechanisms; ``off``, the default);
+  ``sizes`` are released by the LDP thesis' small-group mechanisms; ``off``, the default) and
+  ``hybrid_mean`` (AVG over a hybrid table: ``blend``, the blended SUM over the blended COUNT; ``kvh`` or
+  ``pwh``, the seed's hybrid mean estimators, `mechanisms.ldp.hybrid_answers`);
 - ``SHOW dpsql.budget`` — total, spent and remaining budget (ε, δ and ρ) and the last
   statement's charge; ``SHOW dpsql.<setting>`` — a setting's value;
 - ``CREATE CONTINUAL QUERY name AS SELECT … EMIT EVERY INTERVAL '7 days' ON time_column
@@ -162,9 +164,10 @@ _CONTINUAL_START = re.compile(r"^CREATE\s+CONTINUAL\b", re.I)
 _EMIT = re.compile(r"^EMIT\s+(\w+)\s*$", re.I)
 _SHOW_CONTINUAL = re.compile(r"^SHOW\s+CONTINUAL\s+(\w+)\s*$", re.I)
 _OPTIONS = {"query_epsilon", "query_rho", "max_rmse", "objective", "planning_seconds", "stderr", "key_delta",
-            "estimator", "small_counts"}
+            "estimator", "small_counts", "hybrid_mean"}
 ESTIMATORS = ("least_squares", "pgm", "auto")
 SMALL_COUNTS = ("off", "geometric", "fair")  # `dpsql.handlers.small_counts`
+HYBRID_MEANS = ("blend", "kvh", "pwh")
 SHOWABLE = _OPTIONS | {"budget"}
 _SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
 OBJECTIVE_NAMES = ("total", "max")
@@ -192,8 +195,9 @@ def classify(statement: str) -> Statement:
             return SetOption(name, _switch(m.group(2), f"dpsql.{name}"))
         if name in ("max_rmse", "planning_seconds") and m.group(2).strip().strip("'").lower() in ("0", "off", "none"):
             return SetOption(name, 0.0)
-        if name in ("estimator", "small_counts"):
-            value, allowed = m.group(2).strip().strip("'").lower(), ESTIMATORS if name == "estimator" else SMALL_COUNTS
+        if name in ("estimator", "small_counts", "hybrid_mean"):
+            value = m.group(2).strip().strip("'").lower()
+            allowed = {"estimator": ESTIMATORS, "small_counts": SMALL_COUNTS, "hybrid_mean": HYBRID_MEANS}[name]
             if value not in allowed:
                 raise ProgrammingError(f"dpsql.{name} is one of {', '.join(allowed)}, not {value!r}")
             return SetOption(name, value)

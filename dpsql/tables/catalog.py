@@ -69,7 +69,9 @@ same columns and its size public (``rows``: the opt-in group's size, which the b
 by, as the seed does). A query over the hybrid table is measured and charged over the opt-in
 table like any central query, and its counts (and so SUM and AVG) are blended with the reports'
 with the variance-optimal weights, assuming, as the seed does, that who opts in does not depend
-on the data: the answer is a count over both groups, with error bars.
+on the data: the answer is a count over both groups, with error bars. With ``protocol = "grr2"``
+(BLENDER as published) its columns may be key columns: their head list is the opt-in table's key
+release, the clients report over it with the two-level GRR (`dpsql.tables.hybrid`).
 
 A *graph* (``[graphs.<edge table>]``, `dpsql.tables.edge_tables`) declares a table of edges whose
 privacy unit is a node, with a degree bound, and the node table of projected degrees that
@@ -322,7 +324,8 @@ class Catalog:
         out = Catalog()
         out.path, out.join_bounds = self.path, self.join_bounds
         for name, table in self.tables.items():
-            mine = {c: keys for (t, c), keys in released.items() if t.lower() == name and c in table.columns}
+            source = table.opt_in.lower() if isinstance(table, HybridTable) else name  # its head list: the opt-in's keys
+            mine = {c: keys for (t, c), keys in released.items() if t.lower() in (name, source) and c in table.columns}
             out.tables[name] = table.with_keys(mine)
         return out
 

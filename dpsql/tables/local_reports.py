@@ -20,7 +20,7 @@ from mechanisms.ldp.client import HASH_PRIME, Protocol
 from mechanisms.ldp.tally import Payload
 
 LOCAL_PROTOCOLS = tuple(ANSWERABLE)  # the protocols a local table's reports may use (`mechanisms.ldp.answering`)
-OPTIONS = ("branching", "oracle", "order")  # a protocol's other parameters, keys of the table
+OPTIONS = ("branching", "oracle", "order", "query_share")  # a protocol's other parameters, keys of the table
 
 
 @dataclass
@@ -47,7 +47,12 @@ class LocalReportTable(Table):
             raise CatalogError(f"table {name!r}: a local table has one report per user: no privacy unit, time "
                                "or key columns")
         return cls(name, columns, settings.get("rows"), settings.get("time"), settings.get("protocol"),
-                   settings.get("epsilon"), {k: settings[k] for k in OPTIONS if k in settings})
+                   settings.get("epsilon"), {k: settings[k] for k in OPTIONS if k in settings}, **cls.more(settings))
+
+    @classmethod
+    def more(cls, settings: dict) -> dict:
+        """A subclass's further fields from the declaration."""
+        return {}
 
     def check_declaration(self) -> None:
         if self.protocol not in LOCAL_PROTOCOLS:
@@ -55,7 +60,7 @@ class LocalReportTable(Table):
         epsilon = self.local_epsilon
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < 100:
             raise CatalogError(f"table {self.name!r}: a local table needs epsilon, the ε of its reports (0 to 100)")
-        if self.time_column or any(c.kind == KEY for c in self.columns.values()):
+        if self.time_column or (any(c.kind == KEY for c in self.columns.values()) and not self.head_list()):
             raise CatalogError(f"table {self.name!r}: a local table has one report per user: no privacy unit, time "
                                "or key columns")
         try:
@@ -63,6 +68,10 @@ class LocalReportTable(Table):
                 tuple(self.columns), tuple(c.size for c in self.columns.values())), self.protocol_options)
         except (ValueError, TypeError) as e:
             raise CatalogError(f"table {self.name!r}: {e}") from None
+
+    def head_list(self) -> bool:
+        """Whether its key columns are a head list its opt-in group discovers (a hybrid table's, `hybrid`)."""
+        return False
 
     @property
     def client(self) -> Protocol:

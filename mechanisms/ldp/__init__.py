@@ -5,7 +5,7 @@ ranges) and of the hybrid trust model (seeds/000, Ch. 2). Modules:
 
 - `client`: the client side, standard library only (a package vendorable as one folder): `PROTOCOLS`
   (`rr`, `grr`, `oue`, `sue`, `olh`, `hrr`, `inpht`, `inprr`, `inpps`, `margrr`, `margps`,
-  `marght`, `inpem`, `hh`, `haar`), each with `report(value)` (one JSON row) and the exact
+  `marght`, `inpem`, `hh`, `haar`, `grr2`: BLENDER's two-level GRR over a head list), each with `report(value)` (one JSON row) and the exact
   `probability(payload, value)`; `main` is the command line (`python -m mechanisms.ldp.client`);
 - `frequency`: frequency oracles' unbiased estimates and exact variances (`Estimate`,
   `support_estimate`, `hadamard_estimate`, the tallies), `stratified_variance` (users drawing
@@ -16,10 +16,13 @@ ranges) and of the hybrid trust model (seeds/000, Ch. 2). Modules:
   and HaarHRR (`haar_leaves`), with exact range variances;
 - `blender`: the hybrid model's variance-optimal blend of an opt-in (central) estimate and a
   local one (`blend`), and the hybrid mean estimators' exact errors and weights (KVH, PWH);
+- `head_list`: BLENDER's estimates over a head list (Alg 2.3 the opt-in group's, Alg 2.5 the
+  clients' from grr2 reports, with the seed's variance estimates; `channel`, the reports' law);
 - `answering`: the registry of protocols SQL answers (`LOCAL_PROTOCOLS`: payload columns and answering
   family), over `tally` (what is read of the reports), `oracle_answers` (support oracles over the whole
   domain), `stratified_answers` (sampled-strata protocols: exact covariances of any linear queries),
-  `range_answers` (hrr, hh, haar), `marginal_answers` (inpht, margrr, margps, marght) and
+  `range_answers` (hrr, hh, haar), `marginal_answers` (inpht, margrr, margps, marght), `head_list_answers`
+  (grr2: P⁻¹ of the counts, exact covariances) and
   `hybrid_answers` (a hybrid table's blend of the opt-in group's central answers with the reports').
 Statistically equivalent simulation of the reports' tallies, for tests and benchmarks, is
 `benchmarks.ldp_simulation`.

@@ -8,6 +8,8 @@ family whose unbiased estimator and exact covariances answer every block:
 
 - support oracles over the whole domain (`oracle_answers`): `rr`, `grr`, `oue`, `sue`, `olh`,
   and `inprr`/`inpps` (SUE/GRR over the 2^d records);
+- a head list's two-level GRR (`head_list_answers`): `grr2`, over one key column (its released keys
+  and ⋆: GRR over the head list) or two (query and URL: every query's URLs are the second column's);
 - sampled-strata protocols (`stratified_answers`): ranges `hrr`, `hh`, `haar`
   (`range_answers`) and marginals `inpht`, `margrr`, `margps`, `marght` (`marginal_answers`).
 
@@ -22,6 +24,7 @@ from typing import Any, Callable
 
 from mechanisms.domain import Domain
 from mechanisms.ldp.client import PROTOCOLS, Protocol
+from mechanisms.ldp.head_list_answers import head_list_answers
 from mechanisms.ldp.marginal_answers import inpht_answers, sampled_marginal_answers
 from mechanisms.ldp.oracle_answers import FrequencyOracleAnswers
 from mechanisms.ldp.range_answers import haar_answers, hh_answers, hrr_answers
@@ -66,8 +69,9 @@ LOCAL_PROTOCOLS: dict[str, LocalProtocol] = {
     "margrr": LocalProtocol(Payload(stratum="marginal", items="ones"), sampled_marginal_answers),
     "margps": LocalProtocol(Payload(stratum="marginal", item="value"), sampled_marginal_answers),
     "marght": LocalProtocol(Payload(stratum="marginal", item="index", sign="bit"), sampled_marginal_answers),
+    "grr2": LocalProtocol(Payload(item="value"), head_list_answers),
 }
-_SIZES = ("epsilon", "domain", "attributes")  # derived from the table, never options
+_SIZES = ("epsilon", "domain", "attributes", "urls")  # derived from the table, never options
 
 
 def protocol_options(protocol: str) -> tuple[str, ...]:
@@ -91,6 +95,10 @@ def client_protocol(protocol: str, epsilon: float, domain: Domain, options: dict
         if any(size != 2 for size in domain.sizes):
             raise ValueError(f"{protocol} reports records of binary attributes: every column needs exactly 2 cells")
         options["attributes"] = len(domain.sizes)
+    if protocol == "grr2":
+        if len(domain.sizes) > 2:
+            raise ValueError("grr2 reports a record of a head list: one column (the query) or two (query, URL)")
+        options["urls"] = (domain.sizes[1] if len(domain.sizes) == 2 else 1,) * domain.sizes[0]
     if LOCAL_PROTOCOLS[protocol].dense and domain.size() > MAX_DENSE_CELLS:
         raise ValueError(f"{protocol}'s estimator keeps a cells × cells matrix: at most {MAX_DENSE_CELLS} cells, not "
                          f"{domain.size()} (declare coarser columns, or use a frequency oracle: grr, oue, sue)")

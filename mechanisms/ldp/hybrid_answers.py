@@ -12,6 +12,14 @@ N·(w p̂_T + (1 − w) p̂_L), with variance N²(w²σ²_T + (1 − w)²σ²_L)
 The groups are independent, so two blocks' covariance is N²(w w' Cov_T + (1 − w)(1 − w') Cov_L),
 and AVG (SUM over COUNT) follows by the delta method. Var_f is evaluated at the clients'
 estimated marginal (`cells`).
+
+AVG by the seed's hybrid mean estimators (§2.3, `hybrid_mean`, with ``rule`` "kvh" or "pwh"): per
+group, each group's own mean μ̃_T = Ŝ_T/Ĉ_T and μ̃_L = Ŝ_L/Ĉ_L, combined as w μ̃_T + (1 − w) μ̃_L with
+KVH's weight (Def. 2.3.18) or PWH's (Def. 2.3.22). Their inputs, per group: n = Ĉ_T + Ĉ_L, c = Ĉ_T/n,
+s²_T the noise variance of μ̃_T and s²_L/((1 − c)n) that of μ̃_L (each by the delta method on its
+group's noise covariances), σ² the values' variance within the group at the clients' estimated
+distribution (KVH takes σ² as known; here it is this plug-in). The error bar is √E_H(w), Lemma
+2.3.17's MSE against the mean of all the group's users (`blender.hybrid_mse`), at the same plug-ins.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import numpy as np
 
 from mechanisms.arrays import to_numpy
 from mechanisms.domain import Domain
-from mechanisms.ldp.blender import blend
+from mechanisms.ldp.blender import MeanSetting, blend, hybrid_mse, kvh_weight, pwh_weight
 from mechanisms.workload import Block
 
 __all__ = ["HybridAnswers"]
@@ -31,8 +39,8 @@ class HybridAnswers:
 
     kind = "opt-in central measurements blended with local DP reports (BLENDER)"
 
-    def __init__(self, domain: Domain, central, local, opt_in_size: int):
-        self.domain, self.central, self.local = domain, central, local
+    def __init__(self, domain: Domain, central, local, opt_in_size: int, rule: str = "blend"):
+        self.domain, self.central, self.local, self.rule = domain, central, local, rule
         self.n_t, self.n_l = int(opt_in_size), int(local.n)
         self.n = self.n_t + self.n_l
 
@@ -81,3 +89,32 @@ class HybridAnswers:
         w, u = self._blend(first).weight, self._blend(second).weight
         central, local = self._groups(first, second)
         return self.n ** 2 * (w * u * central + (1 - w) * (1 - u) * local)
+
+    def hybrid_mean(self, total: Block, count: Block) -> tuple[np.ndarray, np.ndarray] | None:
+        """AVG's centred mean per group and its standard error by KVH or PWH (see the module); None under "blend"."""
+        if self.rule == "blend":
+            return None
+        means, noise, sizes = [], [], []
+        for model in (self.central, self.local):
+            (s, vs), (c, vc) = model.answer(total), model.answer(count)
+            cov = model.covariance(total, count)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                means.append(s / c)
+                noise.append(np.maximum(vs / c ** 2 + s ** 2 * vc / c ** 4 - 2 * s * cov / c ** 3, 0.0))
+            sizes.append(c)
+        clique = self.domain.canonical(set(total.attributes(self.domain)) | set(count.attributes(self.domain)))
+        w, u = (np.asarray(to_numpy(b.matrix(self.domain, clique).dense()), dtype=float) for b in (total, count))
+        f = self.local.cells(clique)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sigma2 = np.maximum((w * w) @ f / (u @ f) - ((w @ f) / (u @ f)) ** 2, 0.0)
+        value, error = np.full(len(sigma2), np.nan), np.full(len(sigma2), np.nan)
+        for i in range(len(sigma2)):
+            n_t, n_l = sizes[0][i], sizes[1][i]
+            if not (n_t >= 1 and n_l >= 1 and np.isfinite(sigma2[i])):
+                continue  # a group either side holds no one: no mean to combine
+            n = n_t + n_l
+            setting = MeanSetting(n, n_t / n, sigma2[i], sigma2[i], noise[0][i], noise[1][i] * n_l)
+            weight = kvh_weight(setting) if self.rule == "kvh" else pwh_weight(setting)
+            value[i] = weight * means[0][i] + (1 - weight) * means[1][i]
+            error[i] = np.sqrt(hybrid_mse(setting, weight))
+        return value, error

@@ -6,7 +6,8 @@ aggregators in `mechanisms.ldp.frequency`, `.marginals` and `.ranges` turn such 
 estimates. This package imports nothing outside the standard library (its modules import each
 other relatively), so an application can vendor the folder alone; `python -m mechanisms.ldp.client
 --protocol oue --epsilon 1 --domain 16 --value 3` prints one report row (`__main__`). Its modules:
-`base` (exact dyadic probabilities, the `Protocol` base), `frequency`, `marginals`, `ranges`.
+`base` (exact dyadic probabilities, the `Protocol` base), `frequency`, `marginals`, `ranges`,
+`head_list` (BLENDER's two-level GRR over a discovered head list).
 
 Protocols (numbers are sections and equations of the LDP thesis, seeds/001):
 
@@ -18,7 +19,9 @@ Protocols (numbers are sections and equations of the LDP thesis, seeds/001):
   `margrr`, `margps`, `marght` (a sampled k-way marginal, §4.3.3) and `inpem` (ε/d-RR per
   bit, Fanti et al.'s baseline, §4.3.4);
 - ranges over [D] (§5.4): `hh` (a uniformly sampled level of the B-ary tree, reported with OUE
-  or HRR at the full ε, §5.4.1) and `haar` (HaarHRR, §5.4.3).
+  or HRR at the full ε, §5.4.1) and `haar` (HaarHRR, §5.4.3);
+- a head list discovered by an opt-in group (seeds/000, Algorithm 2.4): `grr2`, GRR over its
+  queries, then over the kept query's URLs (`urls`: URLs per query, ⋆ last at both levels).
 
 Randomness comes from `secrets.SystemRandom` unless a `random.Random` is passed (tests only).
 Every Bernoulli draw has a dyadic probability t/2⁵³, rounded towards the uninformative report
@@ -53,11 +56,12 @@ from .marginals import (
     SampledMarginal,
 )
 from .ranges import HierarchicalHistogram, HaarHRR
+from .head_list import TwoLevelGRR
 
 PROTOCOLS: dict[str, type[Protocol]] = {cls.name: cls for cls in (
     RandomizedResponse, DirectEncoding, OptimizedUnaryEncoding, SymmetricUnaryEncoding, LocalHashing,
     HadamardResponse, InputHadamard, InputRR, InputPS, MarginalRR, MarginalPS, MarginalHadamard, InputEM,
-    HierarchicalHistogram, HaarHRR)}
+    HierarchicalHistogram, HaarHRR, TwoLevelGRR)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +93,7 @@ __all__ = [
     'RecordProtocol',
     'SampledMarginal',
     'SymmetricUnaryEncoding',
+    'TwoLevelGRR',
     'UnaryEncoding',
     'above',
     'below',

@@ -26,10 +26,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--order", type=int, help="k, the marginal order (marginal protocols)")
     parser.add_argument("--branching", type=int, help="B, the tree's fan-out (hh; default 4)")
     parser.add_argument("--oracle", choices=("oue", "hrr"), help="hh's per-level frequency oracle (default oue)")
+    parser.add_argument("--urls", type=lambda s: tuple(int(v) for v in s.split(",")),
+                        help="grr2: URLs per head-list query, ⋆ included, comma-separated (e.g. 3,1,2)")
+    parser.add_argument("--query-share", dest="query_share", type=float, help="grr2: f_C, ε's share for the query")
+    parser.add_argument("--delta", type=float, help="grr2: δ of the report (default 0)")
     args = parser.parse_args(argv)
     cls = PROTOCOLS[args.protocol]
     fields = {f.name for f in dataclasses.fields(cls)}
-    given = {name: getattr(args, name) for name in ("domain", "attributes", "order", "branching", "oracle")
+    names = ("domain", "attributes", "order", "branching", "oracle", "urls", "query_share", "delta")
+    given = {name: getattr(args, name) for name in names
              if getattr(args, name) is not None}
     extra = set(given) - fields
     if extra:
