@@ -60,14 +60,14 @@ from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalErro
 from dpsql.tables.key_domains import over_current
 from dpsql.budget.ledger import Ledger
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
-from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise
+from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise, key_selection
 from dpsql.answers.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
 from mechanisms.ldp.answering import local_answers
 from mechanisms.ldp.hybrid_answers import HybridAnswers
 from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, support
-from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
+from mechanisms.partition_selection import PartitionSelection, select_partitions
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import AutoEstimator, GraphicalModel, GraphicalModelEstimator
 from mechanisms.rap import RelaxedData
@@ -514,26 +514,29 @@ class Executor:
         return result
 
     # --- partition selection --------------------------------------------------------------
-    def selection(self, selection: KeySelection, share: float, delta: float) -> PartitionSelection:
-        """The calibrated partition selection of `share` (ρ) and δ_τ = `delta` for a table's key column:
-        each privacy unit adds at most k rows, over any keys (`gaussian_selection`'s max_rows)."""
+    def selection(self, selection: KeySelection, share: float,
+                  delta: float) -> tuple[PartitionSelection, float, tuple | None]:
+        """The partition selection `share` (ρ) and δ_τ = `delta` buy for a table's key column (each privacy unit
+        adds at most k rows, over any keys), its cost and pieces (`dpsql.budget.noise_charges.key_selection`)."""
         if self.budget.noise != GAUSSIAN:
             raise NotSupportedError(
                 "this ledger accounts pure ε-DP, and releasing keys nobody declared spends a δ (the chance a "
                 "rare key shows): use a ledger with a δ (zCDP), or declare the column's values")
-        k = selection.table.contribution
-        return gaussian_selection(share, delta, max_keys=k, max_per_key=k, max_rows=k)
+        return key_selection(self.ledger, self.budget, share, delta, selection.table.contribution)
 
     def release_keys(self, selection: KeySelection, table: Table, share: float, delta: float, statement: str,
-                     over_keys: Callable[[tuple[str, ...]], CompiledQuery], rows: str) -> tuple[str, ...]:
-        """Release keys of a key column by partition selection and charge them (ρ = `share`, δ_τ = `delta`)
-        with their noisy counts, as a measurement of the query's COUNT block compiled over the column's keys
-        (`over_keys`). `table` is the table as known now: keys it has released are not selected again but
-        counted in the same release, and the keys found are appended to them. `rows` names the rows the
-        release counts (`dpsql.tables.key_domains.rows_counted`). Returns the new keys (sorted: a public order);
-        finding none is a charged release all the same."""
-        calibrated = self.selection(selection, share, delta)
-        self.ledger.check_delta(share, delta)
+                     over_keys: Callable[[tuple[str, ...]], CompiledQuery],
+                     rows: str) -> tuple[tuple[str, ...], PartitionSelection, float, tuple | None]:
+        """Release keys of a key column by partition selection and charge them (the share ρ = `share` bought as
+        `selection` chooses, δ_τ = `delta`) with their noisy counts, as a measurement of the query's COUNT block
+        compiled over the column's keys (`over_keys`). `table` is the table as known now: keys it has released
+        are not selected again but counted in the same release, and the keys found are appended to them. `rows`
+        names the rows the release counts (`dpsql.tables.key_domains.rows_counted`). Returns the new keys
+        (sorted: a public order; finding none is a charged release all the same), the selection, its cost and
+        pieces."""
+        calibrated, cost, pieces = self.selection(selection, share, delta)
+        self.ledger.check_delta(cost, delta, pieces)
+        value = share if pieces is None else pieces[0].value  # a measurement's cost: ρ, or ε for Laplace
         column = selection.column
         known = np.asarray(table.column(column).values if table.column(column).released else (), dtype=str)
         detail = f"partition selection of {column} (τ = {calibrated.threshold})"
@@ -556,13 +559,13 @@ class Executor:
                 count = query.aggregates[0].blocks[0]
                 clique = count.attributes(query.table.domain)
                 values = np.concatenate([old + calibrated.noise.sample(known.size, self.rng), noisy])
-                measured = [Measurement(clique, GAUSSIAN, share, calibrated.noise.variance,
+                measured = [Measurement(clique, calibrated.noise.kind, value, calibrated.noise.variance,
                                         np.asarray(values, dtype=float), None, count.matrix(query.table.domain, clique))]
-            return Release(table, share, statement, measured, None, detail,
-                           Record(KEYS, column, {"keys": list(released), "rows": rows}, calibrated.delta))
+            return Release(table, cost, statement, measured, None, detail,
+                           Record(KEYS, column, {"keys": list(released), "rows": rows}, calibrated.delta), pieces)
 
-        [release] = self.charged([Pending(table, share, statement, detail, draw)])
-        return tuple(released_keys(release.record.payload))
+        [release] = self.charged([Pending(table, cost, statement, detail, draw, pieces)])
+        return tuple(released_keys(release.record.payload)), calibrated, cost, pieces
 
 
 def _asked(queries: list[CompiledQuery], table: Table, blocks: list[Block]) -> list[list[str]]:

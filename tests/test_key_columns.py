@@ -17,7 +17,7 @@ from dpsql.tables.catalog import Catalog, CatalogError
 from dpsql.errors import BudgetExceededError, NotSupportedError, ProgrammingError
 from dpsql.budget.ledger import Ledger
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
-from mechanisms.partition_selection import _worst_new_key_chance, gaussian_selection
+from mechanisms.partition_selection import _worst_new_key_chance, gaussian_selection, laplace_selection
 
 CATALOG = """
 [tables.visits]
@@ -138,6 +138,35 @@ def test_explain_shows_the_threshold_and_spends_nothing(database, tmp_path):
     chosen = gaussian_selection(conn.session.query_share, 1e-7, 2, 2, 2)
     assert f"τ = {chosen.threshold}" in plan and "probability 5% / 50% / 95%" in plan
     assert conn.session.ledger.spent() == 0
+
+
+def test_a_share_whose_laplace_threshold_is_lower_releases_keys_with_discrete_laplace(database, tmp_path):
+    """The whole budget of ε = 1 in one key release: on a ledger composed exactly the discrete Laplace of ε = 1
+    has τ = 33 against the Gaussian's 49 (k = 2 rows per unit), so it is chosen, charged as a pure piece of ε and
+    δ_τ, and the budget is then spent; a zCDP ledger keeps the Gaussian."""
+    conn = _connect(database, tmp_path, query_epsilon=1.0)
+    cur = conn.cursor()
+    plan = "\n".join(r[0] for r in _rows(cur, "EXPLAIN SELECT url, COUNT(*) FROM visits GROUP BY url"))
+    laplace = laplace_selection(1.0, 1e-7, 2, 2, 2)
+    gaussian = gaussian_selection(conn.session.query_share, 1e-7, 2, 2, 2)
+    assert laplace.threshold < gaussian.threshold
+    assert "discrete Laplace noise" in plan and f"τ = {laplace.threshold}" in plan
+    released = dict(_rows(cur, "SELECT url, COUNT(*) AS n FROM visits GROUP BY url"))
+    assert set(released) == set(FREQUENT)
+    for url, n in FREQUENT.items():
+        assert abs(released[url] - n) < 6 * math.sqrt(laplace.noise.variance)
+    assert "pure DP" in cur.result.charge_text and f"τ = {laplace.threshold}" in " ".join(cur.result.notes)
+    ledger = conn.session.ledger
+    [charge] = ledger.charges()
+    assert charge.pure_epsilon == pytest.approx(laplace.cost) and laplace.cost <= 1.0
+    assert ledger.delta_spent() == pytest.approx(1e-7) and ledger.verify() == []
+    with pytest.raises(BudgetExceededError):  # (ε = 1, δ_τ) of (1, 1e-6) spent: nothing more fits
+        cur.execute("SELECT COUNT(*) FROM visits WHERE age < 3")
+    assert dict(_rows(cur, "SELECT url, COUNT(*) FROM visits GROUP BY url")) == released  # free
+    zcdp = dpsql.connect(database, catalog=CATALOG, state=str(tmp_path / "zcdp.duckdb"), epsilon=1.0, delta=1e-6,
+                         query_epsilon=1.0, seed=7, accounting="zcdp")
+    plan = "\n".join(r[0] for r in _rows(zcdp.cursor(), "EXPLAIN SELECT url, COUNT(*) FROM visits GROUP BY url"))
+    assert "discrete Gaussian noise" in plan and f"τ = {gaussian.threshold}" in plan
 
 
 def test_a_where_selects_the_rows_whose_keys_are_counted(database, tmp_path):

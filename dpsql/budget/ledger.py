@@ -416,11 +416,14 @@ class Ledger(StateFile):
             counts[name] = counts.get(name, 0) + len(released_keys(json.loads(payload)))
         return counts
 
-    def check_delta(self, cost: float, delta: float) -> None:
-        """Raise BudgetExceededError if `cost` does not fit in what remains once `delta` more is spent."""
+    def check_delta(self, cost: float, delta: float, pieces=None) -> None:
+        """Raise BudgetExceededError if `cost` (made of `pieces`: `Entry.pieces`) does not fit in what remains
+        once `delta` more is spent."""
+        pure = pure_pieces(pieces)
         with self._open() as con:
-            self._refuse_if_over(cost, self._status_after(con, [Entry(0.0, "", None, None, [], None,
-                                                                       Record(KEYS, "", [], delta))]))
+            status = self._status_after(con, [Entry(0.0, "", None, None, [], None, Record(KEYS, "", [], delta),
+                                                    pieces=pieces)])
+            self._refuse_if_over(gaussian_part(cost, pieces) if pure else cost, status, pure)
 
     def _append(self, con, e: "Entry") -> Charge:
         if self._memory is not None:  # before writing: a rolled-back append only makes caches read again

@@ -3,7 +3,8 @@
 On a ledger composed exactly (`dpsql.budget.ledger_accounting`), a statement's share may be spent as
 discrete Laplace noise where that errs less (`planner.noise_choice`): `cheaper_noise` plans it
 both ways; `charge_of` is what a plan charges (its cost in ρ and the mechanisms it is, the
-`Entry.pieces` the ledger composes); `charge_words` says it in a result's footer.
+`Entry.pieces` the ledger composes); `charge_words` says it in a result's footer. `key_selection`
+makes the same choice for a release of keys by partition selection.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Callable
 from dpsql.errors import BudgetExceededError
 from mechanisms.accounting import pure_dp_to_zcdp
 from mechanisms.measurement import GAUSSIAN, LAPLACE
+from mechanisms.partition_selection import PartitionSelection, gaussian_selection, laplace_selection
 from mechanisms.pld_accounting import LAPLACE_PIECE, Piece
 from planner.noise_choice import choose, laplace_share
 from planner.plan import Plan
@@ -66,6 +68,36 @@ def cheaper_noise(plan: Plan, ledger, budget, share: float, blocks: list, domain
     if laplace.noise != LAPLACE or laplace.adaptive is not None:
         return plan
     return choose(plan, laplace, domain, blocks, lambda p: fits(ledger, *charge_of(p, budget.noise)))
+
+
+def key_selection(ledger, budget, share: float, delta: float,
+                  contribution: int) -> tuple[PartitionSelection, float, tuple[Piece, ...] | None]:
+    """The partition selection a share ρ buys for a key column whose units add at most `contribution` rows
+    over any keys, with δ_τ = `delta`, and what it charges: (selection, cost in ρ, pieces; None: the Gaussian).
+
+    The discrete Gaussian of ρ `share`; on a ledger composed exactly also the discrete Laplace of the same share
+    of the budget (`laplace_epsilon`), a pure ε-DP count vector released only above its threshold: (ε, δ_τ)-DP
+    by `mechanisms.partition_selection`'s argument, charged as the pure piece ε and the δ event δ_τ, which the
+    exact accountant composes as it composes the Gaussian's ρ and δ_τ. Of those that fit the budget left once
+    δ_τ is spent, the lower threshold wins (a key whose noisy count stays under τ is not released at all),
+    then the lower variance; when neither fits, the Gaussian (its refusal says what is missing)."""
+    k = contribution
+    gaussian = gaussian_selection(share, delta, max_keys=k, max_per_key=k, max_rows=k)
+    options = [(gaussian, share, None)]
+    if laplace_eligible(budget, ledger):
+        laplace = laplace_selection(laplace_epsilon(ledger, share), delta, max_keys=k, max_per_key=k, max_rows=k)
+        piece = Piece.laplace(laplace.cost, float(laplace.noise.scale), k)
+        options.append((laplace, piece.rho, (piece,)))
+
+    def fits_after(cost: float, pieces) -> bool:
+        try:
+            ledger.check_delta(cost, delta, pieces)
+        except BudgetExceededError:
+            return False
+        return True
+
+    fitting = [o for o in options if fits_after(o[1], o[2])] or options[:1]
+    return min(fitting, key=lambda o: (o[0].threshold, o[0].noise.variance))
 
 
 def check_share(ledger, budget, share: float, check: Callable) -> None:
