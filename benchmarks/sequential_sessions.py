@@ -105,14 +105,16 @@ def session_queries(data: Dataset, kind: str, k: int) -> list[tuple]:
     range, a marginal grouped by one of five columns in turn."""
     value, (ordered, size), groups = data.value, data.ordered, data.groups
     rng = np.random.default_rng(k)
-    out = []
+    out, ranges = [], set()
     for i in range(k):
         where = [(ordered, i * size // k if k <= size else i % size, size - 1)]
         if k > size and i >= size:
             where.append((value, 10 * (i // size), data.bounds[value][1]))
         if kind == "range":
-            low, high = sorted(int(v) for v in rng.choice(size, size=2, replace=False))
-            out.append(("count", None, [], [(ordered, low, high)]))
+            while (low_high := tuple(sorted(int(v) for v in rng.choice(size, size=2, replace=False)))) in ranges:
+                pass  # a repeated range would be a re-ask, not a new query
+            ranges.add(low_high)
+            out.append(("count", None, [], [(ordered, *low_high)]))
         elif kind == "marginal":
             out.append(("count", None, [groups[i % len(groups)]], where))
         else:
