@@ -147,7 +147,7 @@ def rmse_se(errors: list[float]) -> tuple[float, float]:
 
 def dpsql_session(con, data: Dataset, queries, k: int, draws: int) -> tuple[list, list[str]]:
     """`draws` sessions of the queries on fresh ledgers of (ε, δ) with `query_rho` = ρ_total / k, one statement
-    each; the answers and the noise each statement got."""
+    each; the answers and the noise each statement got ("free": answered from earlier measurements)."""
     total, runs, noises = epsilon_delta_to_zcdp(EPSILON, DELTA), [], []
     for draw in range(draws):
         cur = dpsql.connect(con=con, catalog=data.catalog, epsilon=EPSILON, delta=DELTA, query_rho=total / k,
@@ -156,7 +156,8 @@ def dpsql_session(con, data: Dataset, queries, k: int, draws: int) -> tuple[list
         for q in queries:
             cur.execute(sql(q, data.table))
             answers.append(_keyed(q, cur.fetchall()))
-            noises.append("laplace" if "pure DP" in cur.result.charge_text else "gaussian")
+            text = cur.result.charge_text
+            noises.append("free" if text.startswith("no charge") else "laplace" if "pure DP" in text else "gaussian")
         runs.append(answers)
     return runs, noises
 
