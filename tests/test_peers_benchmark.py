@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import duckdb
+import numpy as np
 import pytest
 
 from benchmarks import peer_envs, peers
@@ -109,3 +110,13 @@ def test_session_queries_are_k_distinct_queries_of_one_kind_and_scored_with_a_st
     assert sessions.peer_modes(30, False) == ("zcdp",) and sessions.peer_modes(1, True) == ("pure", "zcdp")
     rmse, se = sessions.rmse_se([3.0, -4.0, 3.0, -4.0])
     assert rmse == pytest.approx(math.sqrt(12.5)) and se > 0
+
+
+def test_keys_benchmark_draws_a_heavy_tail_and_scores_released_keys():
+    from benchmarks import keys_vs_peers as keys
+    drawn = keys.zipf_keys(20_000, 2_000, 1.1)
+    assert (drawn == keys.zipf_keys(20_000, 2_000, 1.1)).all()  # seeded
+    _, counts = np.unique(drawn, return_counts=True)
+    assert counts.max() > 1_000 and np.median(counts) < 5  # a head and a long tail
+    assert keys.score({"k1": 12.0, "k2": 3.0}, {"k1": 10, "k2": 4}) == (2, pytest.approx(math.sqrt(2.5)))
+    assert keys.score({"k9": 5.0}, {"k1": 10}) == (1, 5.0)  # a key not in the data counts its whole count
