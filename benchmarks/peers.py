@@ -19,7 +19,8 @@ Workloads, on each table:
 - `reask`: the BI dashboard asked twice (20 queries; a repeat is a new query to the peers);
 - `quantiles`: 8 quantiles (deciles and quartiles of the value column, its median per group
   and under a WHERE range, the median of the range column); scored against the exact
-  discrete quantile (a data value) as value error.
+  discrete quantile (a data value) as value error, and as rank error (`rank_rmse`: how far, as a
+  fraction of the rows, the answer's ranks are from q·n).
 
 dpsql runs each workload as one `BEGIN WORKLOAD WITH (rho = ...)` through DB-API on a
 fresh ledger; the peers run in their own environments (`python -m benchmarks.peer_envs
@@ -222,6 +223,31 @@ def rmse_by_kind(queries, truth, runs) -> dict[str, float]:
     return {kind: math.sqrt(sum(v) / len(v)) for kind, v in squares.items()}
 
 
+def rank_rmse(con, data: Dataset, queries, runs) -> float | None:
+    """RMS rank error of the quantile answers, as a fraction of the rows: the distance from q·n to the ranks
+    [#{x < v}, #{x ≤ v}] the answer v spans among the query's n values (0 when v is an exact q-quantile);
+    None without quantile queries."""
+    squares = []
+    for i, q in enumerate(queries):
+        if not q[0].startswith("quantile"):
+            continue
+        kind, column, groups, where = q
+        text = f"SELECT {', '.join(groups + [column])} FROM {data.table}"
+        if where:
+            text += " WHERE " + " AND ".join(f"{c} BETWEEN {lo} AND {hi}" for c, lo, hi in where)
+        values: dict[str, list] = {}
+        for row in con.execute(text).fetchall():
+            values.setdefault("|".join(str(v) for v in row[:-1]), []).append(row[-1])
+        level = float(kind.split()[1])
+        for run in runs:
+            for key, column_values in values.items():
+                x = np.sort(np.asarray(column_values, dtype=float))
+                v, target = run[i][key], level * x.size
+                low, high = np.searchsorted(x, v, "left"), np.searchsorted(x, v, "right")
+                squares.append((max(low - target, target - high, 0.0) / x.size) ** 2)
+    return math.sqrt(sum(squares) / len(squares)) if squares else None
+
+
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--draws", type=int, default=5)
@@ -314,10 +340,12 @@ def compare(con, data: Dataset, name: str, queries, rho: float, draws: int, peer
     `jobs` peer runs (a peer in a mode, each a subprocess) go at once; RMSEs do not depend on it, seconds do."""
     truth = exact(con, data, queries)
     systems, seconds = {}, {}
+    ranks = {}
     for mode in modes:
         started = time.perf_counter()
         runs = dpsql_answers(con, data, queries, rho, draws, epsilon=epsilon if mode == "pure" else None)
         systems[label("dpsql", mode)] = rmse_by_kind(queries, truth, runs)
+        ranks[label("dpsql", mode)] = rank_rmse(con, data, queries, runs)
         seconds[label("dpsql", mode)] = time.perf_counter() - started
 
     def peer_run(peer: str, mode: str):
@@ -334,12 +362,16 @@ def compare(con, data: Dataset, name: str, queries, rho: float, draws: int, peer
                     print(f"{peer}: not installed (python -m benchmarks.peer_envs install {peer}); skipped")
                 continue
             systems[label(peer, mode)] = rmse_by_kind(queries, truth, runs)
+            ranks[label(peer, mode)] = rank_rmse(con, data, queries, runs)
             seconds[label(peer, mode)] = spent
     privacy = "both" if len(modes) > 1 else modes[0]
     records = [record(data.name, name, len(queries), kind, draws, rho, epsilon, privacy, modes,
                       {s: r[kind] for s, r in systems.items()}, peer_names)
                for kind in next(iter(systems.values()))]
     for r in records:
+        if r["kind"] == "quantile":  # the rank error beside the value error: the fraction of rows it is off by
+            r.update({f"{s}_rank": ranks[s] for s in systems})
+            print(f"{data.name:6} {name:10} rank   " + "  ".join(f"{s} {ranks[s]:.5f}" for s in systems), flush=True)
         shown = "  ".join(f"{s} {r[s]:10.2f}" for s in systems)
         ratios = "  ".join(f"{k} {r[k]:.3f}" for k in ("ratio_to_best_peer", "ratio_best_dpsql_to_best_peer")
                            if r.get(k) is not None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import duckdb
+import numpy as np
 import pytest
 
 from benchmarks import peer_envs, peers
@@ -86,3 +87,36 @@ def test_expected_rmse_compares_plans_with_the_peers_even_split(tmp_path):
     assert math.isclose(e["count"]["peer"], math.sqrt(3 / (2 * 0.0244)))
     assert math.isclose(e["sum"]["peer_pure"], math.sqrt(2) * 99 * 3)
     assert all(math.isfinite(v) and v > 0 for kinds in e.values() for v in kinds.values())
+
+
+def test_quantile_rank_error_is_zero_for_the_exact_quantile_and_grows_off_it():
+    data, con = peers.adult()
+    queries = peers.workloads(data)["quantiles"]
+    truth = peers.exact(con, data, queries)
+    assert peers.rank_rmse(con, data, queries, [truth]) == 0.0
+    off = [{key: (value + 30 if value is not None else None) for key, value in t.items()} for t in truth]
+    assert peers.rank_rmse(con, data, queries, [off]) > 0.1
+    assert peers.rank_rmse(con, data, peers.workloads(data)["bi"], [truth]) is None
+
+
+def test_session_queries_are_k_distinct_queries_of_one_kind_and_scored_with_a_standard_error():
+    from benchmarks import sequential_sessions as sessions
+    data, _ = peers.adult()
+    for kind in sessions.KINDS:
+        for k in (1, 10, 100):
+            queries = sessions.session_queries(data, kind, k)
+            assert len(queries) == k and len({peers.sql(q, data.table) for q in queries}) == k
+    assert sessions.peer_modes(3, False) == ("pure",) and sessions.peer_modes(10, False) == ("pure", "zcdp")
+    assert sessions.peer_modes(30, False) == ("zcdp",) and sessions.peer_modes(1, True) == ("pure", "zcdp")
+    rmse, se = sessions.rmse_se([3.0, -4.0, 3.0, -4.0])
+    assert rmse == pytest.approx(math.sqrt(12.5)) and se > 0
+
+
+def test_keys_benchmark_draws_a_heavy_tail_and_scores_released_keys():
+    from benchmarks import keys_vs_peers as keys
+    drawn = keys.zipf_keys(20_000, 2_000, 1.1)
+    assert (drawn == keys.zipf_keys(20_000, 2_000, 1.1)).all()  # seeded
+    _, counts = np.unique(drawn, return_counts=True)
+    assert counts.max() > 1_000 and np.median(counts) < 5  # a head and a long tail
+    assert keys.score({"k1": 12.0, "k2": 3.0}, {"k1": 10, "k2": 4}) == (2, pytest.approx(math.sqrt(2.5)))
+    assert keys.score({"k9": 5.0}, {"k1": 10}) == (1, 5.0)  # a key not in the data counts its whole count

@@ -2,7 +2,8 @@
 
 Reads {"csv", "rename", "keys", "bounds", "rho", "draws", "queries"} (and optionally
 "privacy": "zcdp" or "pure", with "epsilon" for "pure") as JSON on stdin and writes
-{"answers": [draw][query] -> {"k1|k2": value}}. Configuration, as OpenDP documents it for
+{"answers": [draw][query] -> {"k1|k2": value}}; with "sessions": [{"queries", "draws"}, ...]
+instead of "queries" and "draws", {"sessions": [session][draw][query] -> ...}, each session a budget of its own. Configuration, as OpenDP documents it for
 zCDP: one `Context.compositor` per draw with `privacy_loss=loss_of(rho=...)`,
 `privacy_unit=unit_of(contributions=1)` and `split_evenly_over=len(queries)`; for pure
 ε-DP the same with `privacy_loss=loss_of(epsilon=...)`, which makes `.dp.noise()` and
@@ -64,16 +65,24 @@ def values(query, frame_out):
     return out
 
 
+def session(queries, draws):
+    """`draws` runs of one session: the queries at even shares of the whole budget."""
+    answers = []
+    for _ in range(draws):
+        context = dp.Context.compositor(
+            data=frame,
+            privacy_unit=dp.unit_of(contributions=1),
+            privacy_loss=loss,
+            split_evenly_over=len(queries),
+            margins=[dp.polars.Margin(by=[], max_length=10 * request["rows"])],
+        )
+        answers.append([values(q, build(context, q).release().collect()) for q in queries])
+    return answers
+
+
 pure = request.get("privacy", "zcdp") == "pure"
 loss = dp.loss_of(epsilon=request["epsilon"]) if pure else dp.loss_of(rho=request["rho"])
-answers = []
-for _ in range(request["draws"]):
-    context = dp.Context.compositor(
-        data=frame,
-        privacy_unit=dp.unit_of(contributions=1),
-        privacy_loss=loss,
-        split_evenly_over=len(request["queries"]),
-        margins=[dp.polars.Margin(by=[], max_length=10 * request["rows"])],
-    )
-    answers.append([values(q, build(context, q).release().collect()) for q in request["queries"]])
-json.dump({"answers": answers}, sys.stdout)
+if "sessions" in request:  # several sessions, each its own budget: {"sessions": [{"queries", "draws"}, ...]}
+    json.dump({"sessions": [session(s["queries"], s["draws"]) for s in request["sessions"]]}, sys.stdout)
+else:
+    json.dump({"answers": session(request["queries"], request["draws"])}, sys.stdout)

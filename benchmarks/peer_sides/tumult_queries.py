@@ -1,6 +1,6 @@
 """Tumult Analytics' side of benchmarks.peers, run in Tumult's own environment (Spark, local mode).
 
-Reads the same request as opendp_queries.py and writes the same answers. Configuration,
+Reads the same request as opendp_queries.py (one workload, or "sessions") and writes the same answers. Configuration,
 as Tumult documents it for zCDP: one `Session.from_dataframe` per draw with
 `RhoZCDPBudget(rho)` and `AddOneRow()`, each query evaluated with an even share
 `RhoZCDPBudget(rho / len(queries))`; for pure ε-DP ("privacy": "pure") the same with
@@ -34,10 +34,12 @@ spark.sparkContext.setLogLevel("ERROR")
 table = pd.read_csv(request["csv"]).rename(columns=request["rename"])
 frame = spark.createDataFrame(table).cache()  # kept in memory: not re-read from pandas per query
 frame.count()
-if request.get("privacy", "zcdp") == "pure":
-    total, share = PureDPBudget(request["epsilon"]), PureDPBudget(request["epsilon"] / len(request["queries"]))
-else:
-    total, share = RhoZCDPBudget(request["rho"]), RhoZCDPBudget(request["rho"] / len(request["queries"]))
+pure = request.get("privacy", "zcdp") == "pure"
+total = PureDPBudget(request["epsilon"]) if pure else RhoZCDPBudget(request["rho"])
+
+
+def share(queries: int):
+    return PureDPBudget(request["epsilon"] / queries) if pure else RhoZCDPBudget(request["rho"] / queries)
 
 
 def build(query):
@@ -56,12 +58,20 @@ def build(query):
     return plan.average(query["column"], low, high, name="value")
 
 
-answers = []
-for _ in range(request["draws"]):
-    session = Session.from_dataframe(total, "t", frame, protected_change=AddOneRow())
-    draw = []
-    for query in request["queries"]:
-        rows = session.evaluate(build(query), share).toPandas().to_dict("records")
-        draw.append({"|".join(str(r[g]) for g in query["groups"]): float(r["value"]) for r in rows})
-    answers.append(draw)
-print(json.dumps({"answers": answers}))
+def session(queries, draws):
+    """`draws` runs of one session: the queries at even shares of the whole budget."""
+    answers = []
+    for _ in range(draws):
+        session = Session.from_dataframe(total, "t", frame, protected_change=AddOneRow())
+        draw = []
+        for query in queries:
+            rows = session.evaluate(build(query), share(len(queries))).toPandas().to_dict("records")
+            draw.append({"|".join(str(r[g]) for g in query["groups"]): float(r["value"]) for r in rows})
+        answers.append(draw)
+    return answers
+
+
+if "sessions" in request:  # several sessions, each its own budget (as opendp_queries.py)
+    print(json.dumps({"sessions": [session(s["queries"], s["draws"]) for s in request["sessions"]]}))
+else:
+    print(json.dumps({"answers": session(request["queries"], request["draws"])}))
