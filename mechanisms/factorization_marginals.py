@@ -174,11 +174,13 @@ def marginal_coordinates(domain: Domain, blocks: list[Block]) -> tuple[Clique, M
 
 
 def marginal_factorization(
-    domain: Domain, blocks: list[Block], max_iter: int = 3000, gap_tol: float = 2e-3, max_work: float = math.inf
+    domain: Domain, blocks: list[Block], max_iter: int = 3000, gap_tol: float = 2e-3, max_work: float = math.inf,
+    max_entries: float = math.inf,
 ) -> tuple[Clique, Factorization] | None:
     """`optimal_factorization` of the blocks' rows over their union clique (rows weighted by the blocks'
     weights), computed in marginal coordinates: (the union clique, the factorization), or None when the
-    rows cannot be put on an exact integer lattice."""
+    rows cannot be put on an exact integer lattice or the strategy (rank × cells) would have more than
+    `max_entries` entries (checked before any step)."""
     union, stack, x = marginal_coordinates(domain, blocks)
     weights = np.concatenate([np.full(b.num_rows(domain), b.weight) for b in blocks])
     checkpoint(2.0 * stack.cells * len(stack.pairs) + 4.0 * x.size * stack.rows + 12.0 * stack.rows**3)
@@ -188,7 +190,7 @@ def marginal_factorization(
     inverse = vecs[:, keep] / np.sqrt(vals[keep])  # E S^-½
     rows = x @ isometry
     chosen = basis_rows(rows)
-    if chosen.size == 0:
+    if chosen.size == 0 or chosen.size * stack.cells > max_entries:
         return None
     v = x[chosen]
     if not np.array_equal(v, np.rint(v)) or np.abs(v).max() > MAX_INTEGER:
