@@ -79,7 +79,7 @@ def _psd_power(m: np.ndarray, power: float) -> np.ndarray:
     return (vecs * np.maximum(vals, 0.0) ** power) @ vecs.T
 
 
-def _dual_step(weighed: np.ndarray, q: np.ndarray, space: "RowSpace") -> tuple[float, np.ndarray, np.ndarray]:
+def _dual_step(weighed: np.ndarray, q: np.ndarray, space: RowSpace) -> tuple[float, np.ndarray, np.ndarray]:
     """(f(d), g, K_d) in orthonormal row-space coordinates (weighed = U D Uᵀ, q: r×r workload gram)."""
     n_half = _psd_power(weighed, 0.5)
     s = n_half @ q @ n_half
@@ -265,4 +265,7 @@ def factorize(
     return Factorization(lattice[0], lattice[1], best_lower, r_mat.shape[0], iterations)
 
 
-__all__ = ["ExplicitRows", "Factorization", "RowSpace", "factorize", "optimal_factorization", "exact_error"]
+__all__ = [
+    "ExplicitRows", "Factorization", "MAX_INTEGER", "RowSpace", "SPAN_TOLERANCE", "basis_rows", "exact_error", "factorize",
+    "optimal_factorization",
+]
