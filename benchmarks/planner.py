@@ -12,8 +12,9 @@ sequential composition (the default of SmartNoise SQL, Google's DP SQL,
 PipelineDP; δ unused). RMSE is per output row, each query in units of its
 sensitivity (all queries here are counts). `linear_bound_rmse` is a lower
 bound no linear strategy can beat (the dual certificate of
-`mechanisms.factorization`, or Li–Miklau's SVD bound when the workload is too
-large to optimize over).
+`mechanisms.factorization`, in marginal coordinates where they are fewer than
+the cells, or Li–Miklau's SVD bound when the rows are not on an integer
+lattice); it is computed for every range-or-marginal workload small enough.
 
 The table's true size is passed to the planner as `rows`: the benchmark treats
 it as public, as the RAP and AIM papers do, so the planner also costs the
@@ -53,6 +54,7 @@ from dpsql.sql.compiler import compile_query
 from mechanisms.accounting import epsilon_delta_to_zcdp
 from mechanisms.domain import Domain
 from mechanisms.factorization import optimal_factorization
+from mechanisms.factorization_marginals import marginal_cliques, marginal_coordinates, marginal_factorization
 from mechanisms.workload import Workload
 from planner.adaptive import PROCEDURES
 from planner.families import FAMILIES, MARGINALS
@@ -178,28 +180,37 @@ def workloads(con) -> list[tuple[str, Catalog, list[str], bool]]:
     ]
 
 
-def linear_bound_rmse(workload: Workload, rho: float, max_entries: int = 20_000_000) -> tuple[float, str] | None:
+def linear_bound_rmse(workload: Workload, rho: float, max_entries: int = 20_000_000, max_cells: int = 1 << 21,
+                      max_marginal: int = 4096) -> tuple[float, str] | None:
     """(the lowest RMSE per row any linear strategy can reach at ρ, how it was proved); None when W is too large.
 
-    W is the workload's dense matrix over the union of its attributes, rows
-    weighted as the planner weighs them. The dual of the optimal-factorization
-    program bounds the total squared error at unit noise variance; it is run
-    for as many steps as about 4·10¹⁰ flops allow (each step's bound is valid,
-    and the first is Li & Miklau's SVD bound). The error is spread over W's
-    rows at the Gaussian variance 1/(2ρ) per unit of sensitivity.
+    W is the workload's matrix over the union of its attributes, rows weighted
+    as the planner weighs them: in marginal coordinates when its cliques have
+    fewer marginal cells (at most `max_marginal`) than it has cells (at most
+    `max_cells`), else written out (at most `max_entries` entries). The dual of
+    the optimal-factorization program bounds the total squared error at unit
+    noise variance; it is run for as many steps as about 4·10¹⁰ operations allow
+    (each step's bound is valid, and the first is Li & Miklau's SVD bound). The
+    error is spread over W's rows at the Gaussian variance 1/(2ρ) per unit of sensitivity.
     """
     domain = workload.domain
     blocks = [b for b in workload.blocks if b.terms]
-    clique = domain.canonical(a for b in blocks for a in b.attributes(domain))
-    n, m = domain.size(clique), sum(b.num_rows(domain) for b in blocks)
-    if n * m > max_entries:
-        return None
-    w = np.vstack([b.matrix(domain, clique).dense() for b in blocks])
+    union = domain.canonical(a for b in blocks for a in b.attributes(domain))
+    cells, marginal = domain.size(union), sum(domain.size(c) for c in marginal_cliques(domain, blocks))
     weights = np.concatenate([np.full(b.num_rows(domain), b.weight) for b in blocks])
-    found = optimal_factorization(w, weights, max_work=4e10)
-    if found is None:  # not on an integer lattice: the SVD bound of the weighted rows
-        sv = np.linalg.svd(w * np.sqrt(weights)[:, None], compute_uv=False)
-        return float(sv.sum() / np.sqrt(n * m * 2 * rho)), "SVD bound"
+    if marginal < cells <= max_cells and marginal <= max_marginal:
+        solved = marginal_factorization(domain, blocks, max_work=4e10)
+        found = None if solved is None else solved[1]
+    elif cells * len(weights) <= max_entries:
+        found = optimal_factorization(np.vstack([b.matrix(domain, union).dense() for b in blocks]), weights,
+                                      max_work=4e10)
+    else:
+        return None
+    if found is None:  # not on an integer lattice: the SVD bound of the weighted rows (in isometric coordinates)
+        _, stack, x = marginal_coordinates(domain, blocks)
+        vals, vecs = np.linalg.eigh(stack.weighted_gram())
+        w = (x * np.sqrt(weights)[:, None]) @ (vecs * np.sqrt(np.maximum(vals, 0.0)))  # W's singular values
+        return float(np.linalg.svd(w, compute_uv=False).sum() / np.sqrt(cells * len(weights) * 2 * rho)), "SVD bound"
     how = "optimum" if found.gap <= 2e-3 + 1e-3 else f"dual bound after {found.iterations} steps"
     return float(np.sqrt(found.lower_bound / (2 * rho * weights.sum()))), how
 
@@ -270,7 +281,7 @@ def evaluate(
                 run.procedure, workload, list(run.blocks), run.share, truth, fetch, rows, adaptive_draws), workload)
     per_query = workload_rmse(per_query_squared_errors(workload, truth, rho, draws, NOISE), workload)
     per_query_laplace = workload_rmse(per_query_squared_errors(workload, truth, epsilon, draws, "laplace"), workload)
-    bound = linear_bound_rmse(workload, rho) if range_or_marginal and len(queries) >= 100 else None
+    bound = linear_bound_rmse(workload, rho) if range_or_marginal else None
     best = min(measured, key=measured.get)
     return {
         "workload": name,

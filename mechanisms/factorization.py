@@ -19,7 +19,9 @@ multiplicative updates d_j ← d_j (g_j/f)^s until the two meet.
 Everything happens in the r-dimensional row space of W (r = rank W ≤ min(R, n)):
 the strategy is A = C·B with B a basis of r rows of W itself, so A has exactly
 W's row space (the least-squares answers stay unbiased after C is rounded to a
-short decimal lattice for exact discrete noise) and costs O(n r²) per step.
+short decimal lattice for exact discrete noise) and costs O(n r²) per step on
+explicit rows. The steps read the cells through a `RowSpace`; the marginal
+coordinates of `mechanisms.factorization_marginals` make them O(n·cliques²).
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ from mechanisms.interruption import checkpoint
 _RANK_TOLERANCE = 1e-9
 # Entries of the integer basis and of the rounded strategy (in lattice units) stay below this, so
 # every strategy entry is a decimal of at most 15 significant digits, read back exactly from its repr.
-_MAX_INTEGER = 10**15 - 1
+MAX_INTEGER = 10**15 - 1
 # C is rounded to the fewest of DIGITS significant digits per column that cost at most
 # ROUNDING_LOSS of the expected error (a coarse lattice keeps the exact noise small).
 DIGITS = (3, 4, 6)
-_SPAN_TOLERANCE = 1e-9  # tighter than the least-squares model's own check (1e-8)
+SPAN_TOLERANCE = 1e-9  # tighter than the least-squares model's own check (1e-8)
 ROUNDING_LOSS = 1e-3
 # Exponent of the multiplicative update d_j ← d_j (g_j/f)^step. The loop stops on the certified
 # gap (best primal vs best dual), so any step is safe; larger steps converge faster until they
@@ -77,18 +79,72 @@ def _psd_power(m: np.ndarray, power: float) -> np.ndarray:
     return (vecs * np.maximum(vals, 0.0) ** power) @ vecs.T
 
 
-def _dual_step(u: np.ndarray, q: np.ndarray, d: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-    """(f(d), g, K_d) in orthonormal row-space coordinates (u: r×n, q: r×r workload gram)."""
-    n_half = _psd_power((u * d) @ u.T, 0.5)
+def _dual_step(weighed: np.ndarray, q: np.ndarray, space: RowSpace) -> tuple[float, np.ndarray, np.ndarray]:
+    """(f(d), g, K_d) in orthonormal row-space coordinates (weighed = U D Uᵀ, q: r×r workload gram)."""
+    n_half = _psd_power(weighed, 0.5)
     s = n_half @ q @ n_half
     s_half = _psd_power(s, 0.5)
     n_inv_half = np.linalg.pinv(n_half, hermitian=True)
     k = n_inv_half @ s_half @ n_inv_half
-    g = np.einsum("ij,ij->j", u, k @ u)
-    return float(np.trace(s_half)), g, k
+    return float(np.trace(s_half)), space.sensitivities(k), k
 
 
-def _basis(rows: np.ndarray) -> np.ndarray:
+class RowSpace:
+    """What the optimization reads of the cells: W's row space in orthonormal coordinates U (r×n, never
+    needed explicitly) and a basis B = Rᵀ U of r integer rows of W. Explicit rows here
+    (`ExplicitRows`); marginal coordinates in `mechanisms.factorization_marginals`."""
+
+    cells: int  # n
+    step_work: float  # operations of one dual step
+
+    def weigh(self, d: np.ndarray) -> np.ndarray:
+        """U D Uᵀ (r×r) for cell weights d."""
+        raise NotImplementedError
+
+    def sensitivities(self, k: np.ndarray) -> np.ndarray:
+        """diag(Uᵀ k U): each cell's squared column norm under the strategy gram k (n values)."""
+        raise NotImplementedError
+
+    def magnitude(self, units: np.ndarray) -> float:
+        """An upper bound of every partial sum of units·B (units: r×r integers)."""
+        raise NotImplementedError
+
+    def integer(self, units: np.ndarray) -> np.ndarray:
+        """units·B exactly, as int64 (r×n)."""
+        raise NotImplementedError
+
+    def determines(self, c: np.ndarray) -> bool:
+        """Least squares on C·B answers every row of W, to the tolerance the model checks."""
+        raise NotImplementedError
+
+
+class ExplicitRows(RowSpace):
+    """The row space of explicit rows (basis: the rows `chosen`): O(n r²) per step."""
+
+    def __init__(self, rows: np.ndarray, basis: np.ndarray, q_mat: np.ndarray):
+        self.rows, self.basis, self.u = rows, basis, q_mat.T
+        self.cells = rows.shape[1]
+        self.step_work = 0.8 * self.cells * basis.shape[0] ** 2
+
+    def weigh(self, d: np.ndarray) -> np.ndarray:
+        return (self.u * d) @ self.u.T
+
+    def sensitivities(self, k: np.ndarray) -> np.ndarray:
+        return np.einsum("ij,ij->j", self.u, k @ self.u)
+
+    def magnitude(self, units: np.ndarray) -> float:
+        return float((np.abs(units) @ np.abs(self.basis)).max())
+
+    def integer(self, units: np.ndarray) -> np.ndarray:
+        return units.astype(np.int64) @ self.basis.astype(np.int64)  # exact: partial sums below 10^15
+
+    def determines(self, c: np.ndarray) -> bool:
+        a = c @ self.basis
+        residual = self.rows - (self.rows @ np.linalg.pinv(a)) @ a
+        return float(np.abs(residual).max()) <= SPAN_TOLERANCE * max(float(np.abs(self.rows).max()), 1.0)
+
+
+def basis_rows(rows: np.ndarray) -> np.ndarray:
     """Indices of r linearly independent rows spanning the row space (pivoted QR)."""
     _, r, pivots = sla.qr(rows.T, mode="economic", pivoting=True)
     diag = np.abs(np.diag(r))
@@ -107,39 +163,46 @@ def _round_columns(c: np.ndarray, digits: int) -> tuple[np.ndarray | None, int]:
     exponents = np.maximum(0, digits - 1 - np.floor(np.log10(np.where(top > 0, top, 1.0)))).astype(int)
     e = int(exponents.max())
     units = np.rint(c * 10.0**exponents) * 10.0 ** (e - exponents)
-    if np.abs(units).max() > _MAX_INTEGER or np.linalg.matrix_rank(units) < units.shape[0]:
+    if np.abs(units).max() > MAX_INTEGER or np.linalg.matrix_rank(units) < units.shape[0]:
         return None, e
     return units, e
 
 
-def _on_lattice(c: np.ndarray, basis: np.ndarray, z: np.ndarray) -> tuple[Dense, float] | None:
+def _on_lattice(space: RowSpace, r_mat: np.ndarray, c: np.ndarray, z: np.ndarray) -> tuple[Dense, float] | None:
     """C·B with C rounded to the fewest DIGITS that keep the error, computed exactly; and its error."""
-    exact = exact_error(c, basis, z)
+    exact = _error(space, r_mat, c, z)
     found = None
     for digits in DIGITS:
         units, exponent = _round_columns(c, digits)
-        if units is None or (np.abs(units) @ np.abs(basis)).max() > _MAX_INTEGER:
+        if units is None or space.magnitude(units) > MAX_INTEGER:
             continue
-        found = (units, exponent, exact_error(units / 10.0**exponent, basis, z))
+        found = (units, exponent, _error(space, r_mat, units / 10.0**exponent, z))
         if found[2] <= exact * (1 + ROUNDING_LOSS):
             break
-    if found is None:
+    if found is None or not space.determines(found[0] / 10.0 ** found[1]):
         return None
     units, exponent, error = found
-    integer = units.astype(np.int64) @ basis.astype(np.int64)  # exact: every partial sum is below 10^15
-    return DecimalDense(integer, exponent), error  # entries: the doubles nearest ≤15-digit decimals, exact
+    return DecimalDense(space.integer(units), exponent), error  # entries: the doubles nearest ≤15-digit decimals
 
 
-def _determines(a: np.ndarray, rows: np.ndarray) -> bool:
-    """Least squares on A answers every row: rows·A⁺A = rows, to the tolerance the model checks."""
-    residual = rows - (rows @ np.linalg.pinv(a)) @ a
-    return float(np.abs(residual).max()) <= _SPAN_TOLERANCE * max(float(np.abs(rows).max()), 1.0)
+def _sensitivity2(space: RowSpace, r_mat: np.ndarray, c: np.ndarray) -> float:
+    """The largest squared column norm of C·B = C Rᵀ U."""
+    crt = c @ r_mat.T
+    return float(np.max(space.sensitivities(crt.T @ crt)))
+
+
+def _error(space: RowSpace, r_mat: np.ndarray, c: np.ndarray, z: np.ndarray) -> float:
+    return _workload_error(c, z) * _sensitivity2(space, r_mat, c)
+
+
+def _workload_error(c: np.ndarray, z: np.ndarray) -> float:
+    """‖Z C⁻¹‖²_F: the total squared error of W = Z·B answered from C·B at unit noise and sensitivity."""
+    return float(np.sum(np.linalg.solve(c.T, z.T) ** 2))
 
 
 def exact_error(c: np.ndarray, basis: np.ndarray, z: np.ndarray) -> float:
     """err(C·B) for a workload W = Z·B: ‖Z C⁻¹‖²_F times the largest column norm² of C·B."""
-    sensitivity2 = float(np.max(np.sum((c @ basis) ** 2, axis=0)))
-    return float(np.sum(np.linalg.solve(c.T, z.T) ** 2)) * sensitivity2
+    return _workload_error(c, z) * float(np.max(np.sum((c @ basis) ** 2, axis=0)))
 
 
 def optimal_factorization(
@@ -156,26 +219,31 @@ def optimal_factorization(
     rows = np.asarray(to_numpy(rows), dtype=float)
     weights = np.asarray(weights, dtype=float)
     checkpoint(4.0 * rows.size * min(rows.shape))  # the basis, its QR and the projection
-    chosen = _basis(rows)
+    chosen = basis_rows(rows)
     if chosen.size == 0:
         return None
     basis = rows[chosen]
-    if not np.array_equal(basis, np.rint(basis)) or np.abs(basis).max() > _MAX_INTEGER:
+    if not np.array_equal(basis, np.rint(basis)) or np.abs(basis).max() > MAX_INTEGER:
         return None
     # Orthonormal coordinates of the row space: basis = Rᵀ U, U = Qᵀ.
     q_mat, r_mat = np.linalg.qr(basis.T)
-    u = q_mat.T
-    weighted = rows * np.sqrt(weights)[:, None]
-    projected = weighted @ q_mat  # W = projected · U exactly (rows lie in the span)
+    projected = (rows * np.sqrt(weights)[:, None]) @ q_mat  # W = projected · U exactly (rows lie in the span)
+    return factorize(ExplicitRows(rows, basis, q_mat), r_mat, projected, max_iter, gap_tol, max_work)
+
+
+def factorize(
+    space: RowSpace, r_mat: np.ndarray, projected: np.ndarray, max_iter: int, gap_tol: float, max_work: float
+) -> Factorization | None:
+    """The optimization on a row space (basis = Rᵀ U; the weighted workload is `projected`·U)."""
     gram = projected.T @ projected
-    n = rows.shape[1]
+    n = space.cells
     d = np.full(n, 1.0 / n)
     best_lower, best = 0.0, (np.inf, None)
     iterations, step, previous = 0, FIRST_STEP, 0.0
-    steps = int(max(1, min(max_iter, max_work / (2.0 * u.shape[1] * u.shape[0] ** 2 + 1.0))))
+    steps = int(max(1, min(max_iter, max_work / (2.5 * space.step_work + 1.0))))
     for iterations in range(1, steps + 1):
-        checkpoint(0.8 * u.shape[1] * u.shape[0] ** 2)
-        f, g, k = _dual_step(u, gram, d)
+        checkpoint(space.step_work)
+        f, g, k = _dual_step(space.weigh(d), gram, space)
         if f < previous:
             step = max(1.0, step / 2)
         previous = f
@@ -189,12 +257,15 @@ def optimal_factorization(
         d /= d.sum()
     # A = K^½ U = K^½ R⁻ᵀ B: scale to sensitivity 1, then round C to the shortest lattice that keeps the error.
     c = sla.solve_triangular(r_mat, _psd_power(best[1], 0.5), lower=False).T
-    c = c / np.sqrt(np.max(np.sum((c @ basis) ** 2, axis=0)))
+    c = c / np.sqrt(_sensitivity2(space, r_mat, c))
     z = sla.solve_triangular(r_mat, projected.T, lower=False).T  # W = Z B
-    lattice = _on_lattice(c, basis, z)
-    if lattice is None or not _determines(to_numpy(lattice[0].dense()), rows):
+    lattice = _on_lattice(space, r_mat, c, z)
+    if lattice is None:
         return None
-    return Factorization(lattice[0], lattice[1], best_lower, len(chosen), iterations)
+    return Factorization(lattice[0], lattice[1], best_lower, r_mat.shape[0], iterations)
 
 
-__all__ = ["Factorization", "optimal_factorization", "exact_error"]
+__all__ = [
+    "ExplicitRows", "Factorization", "MAX_INTEGER", "RowSpace", "SPAN_TOLERANCE", "basis_rows", "exact_error", "factorize",
+    "optimal_factorization",
+]

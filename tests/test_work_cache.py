@@ -92,6 +92,7 @@ def test_a_second_connection_explains_a_median_without_optimizing_again(monkeypa
 
     monkeypatch.setattr(factorization_module, "optimal_factorization", refused)
     monkeypatch.setattr("planner.families.factorization.optimal_factorization", refused)
+    monkeypatch.setattr("planner.families.factorization.marginal_factorization", refused)
     monkeypatch.setattr("planner.families.hdmm.optimize", refused)
     monkeypatch.setattr("planner.families.hdmm.opt_kron", refused)
     monkeypatch.setattr("mechanisms.ranges.optimize.choose_range_strategy", refused)

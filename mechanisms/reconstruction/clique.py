@@ -144,8 +144,9 @@ def _digest(a: Matrix) -> str:
 
 
 # Pseudo-inverses of explicit factors by content, across models of this process (planning costs a strategy's
-# error and answering then solves with the same strategy; an SVD costs milliseconds).
-_PINVS = WorkCache(64, max_bytes=64 << 20, size=lambda p: 8 * p.shape[0] * p.shape[1])
+# error and answering then solves with the same strategy; an SVD costs milliseconds, seconds for a strategy on a
+# large union clique: 128 MiB keeps one of 69 × 161,051, the optimal factorization of taxi's range dashboard).
+_PINVS = WorkCache(64, max_bytes=128 << 20, size=lambda p: 8 * p.shape[0] * p.shape[1])
 
 
 def _pinv(factor: Matrix) -> Matrix:
