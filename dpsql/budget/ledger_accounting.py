@@ -4,8 +4,9 @@ Each charge is stored with its cost in ρ (its zCDP bound, which the zCDP mode a
 this module exists, the mechanisms it was (`dpsql_pieces`: discrete Gaussians and discrete
 Laplaces, `mechanisms.privacy_filter.Piece`); a charge without them (every charge written before,
 a key release, a continual emit) is the Gaussian of its ρ, and a key release's δ is its record's.
-In the EXACT mode (the default) the budget left is the better of the zCDP and the PLD certificates
-(`mechanisms.privacy_filter.Accountant`), never less than the zCDP mode's; ZCDP keeps the zCDP one.
+In the EXACT mode (the default) a history fits when the zCDP filter or the pure filter accepts it
+(`mechanisms.privacy_filter.Accountant`), so never less than the zCDP mode lets fit; ZCDP keeps the
+zCDP filter alone.
 """
 
 from __future__ import annotations

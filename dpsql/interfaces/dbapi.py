@@ -88,7 +88,8 @@ def connect(
     discrete Gaussian noise; δ defaults to 1e-9), or ``rho`` directly, or ``epsilon``
     with ``delta=0`` for pure ε-DP (discrete Laplace noise). ``accounting`` says how a zCDP
     ledger's charges compose: ``"exact"`` (default: a statement may get discrete Laplace noise
-    where it errs less, and the history is composed exactly) or ``"zcdp"``
+    where it errs less, and pure-DP charges alone add up to the declared ε: two privacy filters,
+    `mechanisms.privacy_filter`) or ``"zcdp"``
     (`dpsql.budget.ledger_accounting`). With none given, a new ledger gets ε=1, δ=1e-9 and an existing
     one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
     query that needs new measurements spends. The ledger lives in ``state`` (default:
