@@ -46,3 +46,37 @@ def test_a_foreign_key_equal_to_keys_of_several_units_is_refused(tmp_path, share
             cur.execute(sql)
             assert conn.budget.spent.rho > spent
     conn.close()
+
+
+UNITS_AS_TYPED = """
+[tables.people]
+privacy_unit = "pid"
+max_rows_per_unit = 1
+[tables.people.columns]
+region = { type = "categorical", values = ["north", "south"] }
+
+[tables.labs]
+privacy_unit = "pid"
+max_rows_per_unit = 3
+[tables.labs.columns]
+value = { type = "integer", min = 0, max = 9 }
+"""
+
+
+def test_units_of_different_types_pair_only_when_equal_as_text(tmp_path):
+    """`people` holds its units as text ('1' and '01' are two people), `labs` as integers: compared with `=`
+    both text units pair with lab person 1 (the join casts), so one lab person's rows would reach two units'
+    joined rows; compared as text, lab person 1 pairs with '1' alone."""
+    path = str(tmp_path / "units.duckdb")
+    con = duckdb.connect(path)
+    con.execute("CREATE TABLE people AS SELECT * FROM (VALUES ('1', 'north'), ('01', 'south'), ('2', 'north')) "
+                "t(pid, region)")
+    con.execute("CREATE TABLE labs AS SELECT * FROM (VALUES (1, 3), (1, 4), (1, 5), (2, 1)) t(pid, value)")
+    con.close()
+    conn = dpsql.connect(path, catalog=UNITS_AS_TYPED, state=str(tmp_path / "state"), epsilon=1.0)
+    table = conn.session.compile("SELECT COUNT(*) FROM people p JOIN labs l USING (pid)").table
+    check = duckdb.connect(path, read_only=True)
+    units = dict(check.execute(f"SELECT __dpsql_unit, COUNT(*) FROM ({table.unit_rows_sql()}) GROUP BY 1").fetchall())
+    check.close()
+    assert units == {"1": 3, "2": 1}  # never '01': it is another person than lab person 1
+    conn.close()

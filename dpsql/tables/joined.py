@@ -190,7 +190,10 @@ class JoinedTable(UnitBoundedTable):
         sql = f"FROM {part_sql(0)}"
         for i, p in enumerate(self.parts[1:], start=1):
             on = [f"j{index[a]}.{quote_identifier(x)} = j{i}.{quote_identifier(y)}" for a, x, y in p.on]
-            on += [f"j{index[a]}.{UNIT} = j{i}.{UNIT}" for a in dict.fromkeys(a for a, _, _ in p.on)]
+            # units compared as text: with `=` DuckDB casts across types, and text units '1' and '01' of one
+            # table would both pair with the integer unit 1 of another (one person in two units' rows)
+            on += [f"CAST(j{index[a]}.{UNIT} AS VARCHAR) = CAST(j{i}.{UNIT} AS VARCHAR)"
+                   for a in dict.fromkeys(a for a, _, _ in p.on)]
             sql += f" {p.how} {part_sql(i)} ON {' AND '.join(on)}"
         picked = [f"j{index[p.label]}.{quote_identifier(c.name)} AS {quote_identifier(f'{p.label}.{c.name}')}"
                   for p in self.parts for c in p.table.columns.values() if not c.is_open]
