@@ -13,25 +13,14 @@ share `RhoZCDPBudget(rho / len(queries))`.
 """
 
 import json
-import os
 import sys
-import tempfile
-
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import pandas as pd  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+from local_spark import local_spark  # noqa: E402
 from tmlt.analytics import AddRowsWithID, KeySet, MaxRowsPerID, QueryBuilder, RhoZCDPBudget, Session  # noqa: E402
 
 request = json.load(sys.stdin)
-spark = (
-    SparkSession.builder.master("local[2]")
-    .config("spark.ui.enabled", "false")
-    .config("spark.sql.shuffle.partitions", "2")
-    .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="tumult-warehouse-"))
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
+spark = local_spark()
 frames = {}
 for name in ("people", "records"):
     frames[name] = spark.createDataFrame(pd.read_csv(request[name])).cache()

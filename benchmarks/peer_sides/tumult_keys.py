@@ -9,27 +9,16 @@ budgets cannot select keys in Tumult, so only this mode runs.
 """
 
 import json
-import os
 import sys
-import tempfile
-
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import pandas as pd  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+from local_spark import local_spark  # noqa: E402
 from tmlt.analytics import AddOneRow, ApproxDPBudget, QueryBuilder, Session  # noqa: E402
 from tmlt.analytics.config import config  # noqa: E402
 
 request = json.load(sys.stdin)
 config.features.auto_partition_selection.enable()
-spark = (
-    SparkSession.builder.master("local[2]")
-    .config("spark.ui.enabled", "false")
-    .config("spark.sql.shuffle.partitions", "2")
-    .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="tumult-warehouse-"))
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
+spark = local_spark()
 frame = spark.createDataFrame(pd.read_csv(request["csv"], dtype={"k": str})).cache()
 frame.count()
 budget = ApproxDPBudget(request["epsilon"], request["delta"])

@@ -12,25 +12,14 @@ noise); GROUP BY over `KeySet.from_dict` of the public keys
 """
 
 import json
-import os
 import sys
-import tempfile
-
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import pandas as pd  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+from local_spark import local_spark  # noqa: E402
 from tmlt.analytics import AddOneRow, KeySet, PureDPBudget, QueryBuilder, RhoZCDPBudget, Session  # noqa: E402
 
 request = json.load(sys.stdin)
-spark = (
-    SparkSession.builder.master("local[2]")
-    .config("spark.ui.enabled", "false")
-    .config("spark.sql.shuffle.partitions", "2")  # small tables: 200 partitions only add tasks, not noise
-    .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="tumult-warehouse-"))
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
+spark = local_spark()
 table = pd.read_csv(request["csv"]).rename(columns=request["rename"])
 frame = spark.createDataFrame(table).cache()  # kept in memory: not re-read from pandas per query
 frame.count()
