@@ -4,12 +4,12 @@ A table of `--rows` rows, one per privacy unit, whose key column is drawn from a
 `--keys` keys (seeded: heavy-tailed, most keys rare), grouped by with no declared keys, one query
 spending the whole (ε = 1, δ = 1e-6):
 
-- dpsql: `SELECT k, COUNT(*) FROM events GROUP BY k` with `query_epsilon` = ε on a ledger composed
-  exactly (the default: the release buys discrete Laplace or the discrete Gaussian, whichever has the
-  lower threshold, `dpsql.budget.noise_charges.key_selection`), with the default δ_τ = δ/10 and with
-  δ_τ = 0.99 δ (the peers spend all of δ on the threshold); and on a zCDP ledger (`accounting="zcdp"`:
-  the discrete Gaussian, what every ledger did before) at ρ = zCDP(ε, 0.9 δ), all that is left once δ_τ
-  is spent;
+- dpsql: `SELECT k, COUNT(*) FROM events GROUP BY k` with `query_epsilon` = ε (the whole budget) on a
+  ledger composed exactly (the default: the release buys discrete Laplace or the discrete Gaussian,
+  whichever has the lower threshold, `dpsql.releases.keys.selection`), with the defaults (δ/2 of δ set
+  apart for key releases, δ_τ = δ/10) and with δ_τ = 0.99 δ set apart and spent (the peers' pure
+  modes spend all of δ on the threshold); and on a zCDP ledger (`accounting="zcdp"`: the discrete
+  Gaussian) with δ/10 set apart and spent, its ρ = zCDP(ε, 0.9 δ);
 - OpenDP (`peer_sides/opendp_keys.py`): its own partition selection, pure mode (Laplace) at (ε, δ) and
   zCDP mode at ρ = zCDP(ε, 0.9 δ) with δ_τ = δ/10 (dpsql's default split);
 - Tumult Analytics (`peer_sides/tumult_keys.py`): its `auto_partition_selection` at ApproxDP (ε, δ).
@@ -61,13 +61,13 @@ def score(released: dict[str, float], truth: dict[str, int]) -> tuple[int, float
     return len(released), math.sqrt(float(np.mean(np.square(errors)))) if errors else math.nan
 
 
-def dpsql_draws(db: str, work: Path, draws: int, key_delta: float, accounting: str) -> list[dict[str, float]]:
+def dpsql_draws(db: str, work: Path, draws: int, set_apart: float, key_delta: float,
+                accounting: str) -> list[dict[str, float]]:
     out = []
     for draw in range(draws):
-        share = {"query_epsilon": EPSILON} if accounting == "exact" else \
-            {"query_rho": epsilon_delta_to_zcdp(EPSILON, DELTA - key_delta)}  # zCDP: ε at the δ left by δ_τ
         with dpsql.connect(db, catalog=CATALOG, state=str(work / f"{accounting}-{key_delta}-{draw}.state"),
-                           epsilon=EPSILON, delta=DELTA, accounting=accounting, seed=100 + draw, **share) as conn:
+                           epsilon=EPSILON, delta=DELTA, accounting=accounting, seed=100 + draw,
+                           query_epsilon=EPSILON, key_release_delta=set_apart) as conn:
             cur = conn.cursor()
             cur.execute(f"SET dpsql.key_delta = {key_delta!r}")
             cur.execute("SELECT k, COUNT(*) FROM events GROUP BY k")
@@ -107,9 +107,10 @@ def main() -> None:
         con.execute("INSERT INTO events SELECT * FROM given")
         con.execute(f"COPY events TO '{csv}' (HEADER)")
         con.close()
-        for label, key_delta, accounting in (("dpsql", DELTA / 10, "exact"), ("dpsql_delta_tau_0.99", 0.99 * DELTA,
-                                              "exact"), ("dpsql_zcdp", DELTA / 10, "zcdp")):
-            systems[label] = summary(dpsql_draws(db, work, args.draws, key_delta, accounting), truth)
+        for label, set_apart, key_delta, accounting in (
+                ("dpsql", DELTA / 2, DELTA / 10, "exact"), ("dpsql_delta_tau_0.99", 0.99 * DELTA, 0.99 * DELTA, "exact"),
+                ("dpsql_zcdp", DELTA / 10, DELTA / 10, "zcdp")):
+            systems[label] = summary(dpsql_draws(db, work, args.draws, set_apart, key_delta, accounting), truth)
             print(label, systems[label], flush=True)
         for peer in args.peers:
             for mode in (("pure", "zcdp") if peer == "opendp" else ("approxdp",)):

@@ -28,12 +28,7 @@ fails or answers the same way. Every noise-drawing release (queries, workloads, 
 dropped-row counts, continual EMITs, syntheses) goes through `charged`; `tests/test_charge_order.py`
 fails each step after the first draw in turn, on every statement kind.
 
-`release_keys` is the step before a query grouped by a key column nobody declared: DP
-partition selection (`mechanisms.partition_selection`) scans the keys' bounded counts,
-keeps those whose noisy count clears the threshold τ, and charges ρ and δ_τ together with
-the key set and the released counts (a measurement of the query over the new domain,
-so asking it again is free). A release where no key clears τ is charged too and answers
-with no rows; it does not fix the column's domain, so a later release may still find keys.
+Key releases (`dpsql.releases.keys`) go through `charged` like every other release.
 
 A table of local-DP reports (`Table.answered_by_reports`) spends nothing here: its queries are answered
 from the protocol's unbiased estimate of its reports (`mechanisms.ldp.answering`), apart from the
@@ -60,15 +55,14 @@ from dpsql.tables.table import Table
 from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalError
 from dpsql.tables.key_domains import over_current
 from dpsql.budget.ledger import Ledger
-from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
+from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, model_record
 from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise, cheaper_target
 from dpsql.answers.result import Result, aggregate_answers, answered_by, assemble, describe_failure
-from dpsql.sql.compiler import CompiledQuery, KeySelection
+from dpsql.sql.compiler import CompiledQuery
 from mechanisms.accounting import Amount
 from mechanisms.ldp.answering import local_answers
 from mechanisms.ldp.hybrid_answers import HybridAnswers
-from mechanisms.measurement import GAUSSIAN, LAPLACE, Measurement, support
-from mechanisms.partition_selection import PartitionSelection, gaussian_selection, select_partitions
+from mechanisms.measurement import LAPLACE, Measurement, support
 from mechanisms.noise import RandomSource
 from mechanisms.pgm import AutoEstimator, GraphicalModel, GraphicalModelEstimator
 from mechanisms.rap import RelaxedData
@@ -487,9 +481,8 @@ class Executor:
                                       f"impossible within the budget: {refused}") from None
 
     def amount(self, share: float) -> Amount:
-        """A share of the ledger's unit in both units: ε at the δ that key releases left (`Ledger.capacity`)."""
-        spent = self.ledger.delta_spent()
-        return replace(self.budget, delta=self.budget.delta - spent).amount(share) if spent else self.budget.amount(share)
+        """A share of the ledger's unit in both units (ε at `Ledger.unit`'s δ)."""
+        return self.budget.amount(share)
 
     def charge_text(self, charged: float, pieces: tuple | None = None) -> str:
         remaining = self.amount(self.ledger.status()[2])
@@ -522,57 +515,6 @@ class Executor:
                               f"({table.protocol} at ε = {table.local_epsilon:g}); remaining "
                               f"{self.amount(self.ledger.status()[2])}")
         return result
-
-    # --- partition selection --------------------------------------------------------------
-    def selection(self, selection: KeySelection, share: float, delta: float) -> PartitionSelection:
-        """The calibrated partition selection of `share` (ρ) and δ_τ = `delta` for a table's key column:
-        each privacy unit adds at most k rows, over any keys (`gaussian_selection`'s max_rows)."""
-        if self.budget.noise != GAUSSIAN:
-            raise NotSupportedError(
-                "this ledger accounts pure ε-DP, and releasing keys nobody declared spends a δ (the chance a "
-                "rare key shows): use a ledger with a δ (zCDP), or declare the column's values")
-        k = selection.table.contribution
-        return gaussian_selection(share, delta, max_keys=k, max_per_key=k, max_rows=k)
-
-    def release_keys(self, selection: KeySelection, table: Table, share: float, delta: float, statement: str,
-                     over_keys: Callable[[tuple[str, ...]], CompiledQuery], rows: str) -> tuple[str, ...]:
-        """Release keys of a key column by partition selection and charge them (ρ = `share`, δ_τ = `delta`)
-        with their noisy counts, as a measurement of the query's COUNT block compiled over the column's keys
-        (`over_keys`). `table` is the table as known now: keys it has released are not selected again but
-        counted in the same release, and the keys found are appended to them. `rows` names the rows the
-        release counts (`dpsql.tables.key_domains.rows_counted`). Returns the new keys (sorted: a public order);
-        finding none is a charged release all the same."""
-        calibrated = self.selection(selection, share, delta)
-        self.ledger.check_delta(share, delta)
-        column = selection.column
-        known = np.asarray(table.column(column).values if table.column(column).released else (), dtype=str)
-        detail = f"partition selection of {column} (τ = {calibrated.threshold})"
-
-        def draw() -> Release:
-            keys, cells, counts = self.backend.key_counts(selection.table, column, selection.clique,
-                                                          self.bounding_key(table))
-            kept = selection.passes(cells) & (counts > 0)
-            distinct, which = np.unique(keys[kept].astype(str), return_inverse=True)
-            per_key = np.bincount(which, weights=counts[kept], minlength=len(distinct)).astype(np.int64)
-            new = ~np.isin(distinct, known)
-            chosen, noisy = select_partitions(per_key[new], calibrated.threshold, calibrated.noise, self.rng)
-            released = tuple(str(k) for k in distinct[new][chosen])
-            measured = []
-            if known.size or released:  # the known keys' counts, noisy as the selection's: public keys, no τ
-                position = {k: i for i, k in enumerate(known.tolist())}
-                old = np.zeros(known.size, dtype=np.int64)
-                old[[position[k] for k in distinct[~new].tolist()]] = per_key[~new]
-                query = over_keys((*known.tolist(), *released))
-                count = query.aggregates[0].blocks[0]
-                clique = count.attributes(query.table.domain)
-                values = np.concatenate([old + calibrated.noise.sample(known.size, self.rng), noisy])
-                measured = [Measurement(clique, GAUSSIAN, share, calibrated.noise.variance,
-                                        np.asarray(values, dtype=float), None, count.matrix(query.table.domain, clique))]
-            return Release(table, share, statement, measured, None, detail,
-                           Record(KEYS, column, {"keys": list(released), "rows": rows}, calibrated.delta))
-
-        [release] = self.charged([Pending(table, share, statement, detail, draw)])
-        return tuple(released_keys(release.record.payload))
 
 
 def _asked(queries: list[CompiledQuery], table: Table, blocks: list[Block]) -> list[list[str]]:

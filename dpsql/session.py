@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from dpsql import handlers
 from dpsql.backends import Backend
-from dpsql.budget.units import Budget, Sizing
+from dpsql.budget.units import Sizing
 from dpsql.tables.catalog import Catalog
 from dpsql.tables.columns import KEY
 from dpsql.errors import Error, NotSupportedError, ProgrammingError
@@ -45,6 +45,7 @@ from planner.plan import TOTAL_SQUARED
 
 DEFAULT_QUERY_EPSILON = 0.1
 KEY_DELTA_SHARE = 10  # a release of keys spends this fraction (1/10) of the ledger's δ by default
+KEY_RELEASES_SHARE = 0.5  # a new ledger whose catalog has key columns sets apart this fraction of δ for key releases
 COMPILED_CACHE = 256  # compiled statements kept per session
 
 
@@ -117,7 +118,7 @@ class Session:
         self.declared = catalog  # as the owner declared it; `catalog` adds the key sets released since
         self._released: tuple[tuple | None, Catalog] = (None, catalog)
         self.ledger = ledger
-        self.budget_unit = Budget(ledger.noise, ledger.delta)
+        self.budget_unit = ledger.unit
         self.dialect = dialect
         self.executor = Executor(catalog, ledger, backend, self.budget_unit, RandomSource(seed))
         self.continual = ContinualQueries(self.executor, dialect)
@@ -127,7 +128,9 @@ class Session:
         self.stderr_columns = False  # SET dpsql.stderr = on: a `<column>_stderr` column after each DP column
         self.small_counts = "off"  # SET dpsql.small_counts: the small-group count mechanism (`handlers.small_counts`)
         self.analyst = analyst  # an analyst's session (from a profile): the owner's settings are fixed
-        self.key_delta = ledger.delta / KEY_DELTA_SHARE  # what one release of keys spends of δ
+        # what one release of keys spends of the δ the ledger set apart for them (`Ledger.events`)
+        self.key_delta = min(ledger.delta / KEY_DELTA_SHARE, ledger.events) if ledger.events else \
+            ledger.delta / KEY_DELTA_SHARE
         if key_delta is not None:
             options.set_key_delta(self, key_delta)
         self.last_charge = 0.0  # what the last statement that read protected data charged

@@ -17,7 +17,7 @@ from dpsql.tables.catalog import Catalog, CatalogError
 from dpsql.errors import BudgetExceededError, NotSupportedError, ProgrammingError
 from dpsql.budget.ledger import Ledger
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
-from mechanisms.partition_selection import _worst_new_key_chance, gaussian_selection
+from mechanisms.partition_selection import _worst_new_key_chance, gaussian_selection, laplace_selection
 
 CATALOG = """
 [tables.visits]
@@ -140,6 +140,36 @@ def test_explain_shows_the_threshold_and_spends_nothing(database, tmp_path):
     assert conn.session.ledger.spent() == 0
 
 
+def test_a_share_whose_laplace_threshold_is_lower_releases_keys_with_discrete_laplace(database, tmp_path):
+    """The whole budget of ε = 1 in one key release: on a ledger composed exactly the discrete Laplace of ε = 1
+    has a lower threshold than the Gaussian's (k = 2 rows per unit), so it is chosen, charged as a pure piece of
+    ε and δ_τ (from the δ set apart for key releases), and the budget is then spent; a zCDP ledger keeps the
+    Gaussian."""
+    conn = _connect(database, tmp_path, query_epsilon=1.0)
+    cur = conn.cursor()
+    plan = "\n".join(r[0] for r in _rows(cur, "EXPLAIN SELECT url, COUNT(*) FROM visits GROUP BY url"))
+    laplace = laplace_selection(1.0, 1e-7, 2, 2, 2)
+    gaussian = gaussian_selection(conn.session.query_share, 1e-7, 2, 2, 2)
+    assert laplace.threshold < gaussian.threshold
+    assert "discrete Laplace noise" in plan and f"τ = {laplace.threshold}" in plan and "fits in" in plan
+    released = dict(_rows(cur, "SELECT url, COUNT(*) AS n FROM visits GROUP BY url"))
+    assert set(released) == set(FREQUENT)
+    for url, n in FREQUENT.items():
+        assert abs(released[url] - n) < 6 * math.sqrt(laplace.noise.variance)
+    assert "pure DP" in cur.result.charge_text and f"τ = {laplace.threshold}" in " ".join(cur.result.notes)
+    ledger = conn.session.ledger
+    [charge] = ledger.charges()
+    assert charge.pure_epsilon == pytest.approx(laplace.cost) and laplace.cost <= 1.0
+    assert ledger.delta_spent() == pytest.approx(1e-7) and ledger.verify() == []
+    with pytest.raises(BudgetExceededError):  # ε = 1 spent: nothing more fits
+        cur.execute("SELECT COUNT(*) FROM visits WHERE age < 3")
+    assert dict(_rows(cur, "SELECT url, COUNT(*) FROM visits GROUP BY url")) == released  # free
+    zcdp = dpsql.connect(database, catalog=CATALOG, state=str(tmp_path / "zcdp.duckdb"), epsilon=1.0, delta=1e-6,
+                         query_epsilon=1.0, seed=7, accounting="zcdp")
+    plan = "\n".join(r[0] for r in _rows(zcdp.cursor(), "EXPLAIN SELECT url, COUNT(*) FROM visits GROUP BY url"))
+    assert "discrete Gaussian noise" in plan and f"τ = {gaussian.threshold}" in plan
+
+
 def test_a_where_selects_the_rows_whose_keys_are_counted(database, tmp_path):
     cur = _connect(database, tmp_path).cursor()
     released = dict(_rows(cur, "SELECT url, COUNT(*) FROM visits WHERE age < 5 GROUP BY url"))
@@ -159,12 +189,41 @@ def test_the_threshold_holds_the_chance_of_a_unit_s_own_keys_under_delta():
     assert float(chosen.noise.sigma2) >= 4**2 / (2 * 0.05)  # L2 sensitivity k, not k^1.5
 
 
-def test_the_ledger_s_capacity_keeps_the_declared_epsilon_when_delta_is_spent(tmp_path):
-    ledger = Ledger(str(tmp_path / "l.duckdb"), "gaussian", epsilon_delta_to_zcdp(1.0, 1e-6), 1e-6)
-    capacity = ledger.capacity(3e-7)
-    assert capacity < ledger.total
-    assert zcdp_to_epsilon(capacity, 1e-6 - 3e-7) == pytest.approx(zcdp_to_epsilon(ledger.total, 1e-6), rel=1e-9)
-    assert ledger.capacity(0.0) == ledger.total and ledger.capacity(1e-6) == 0.0
+def test_the_delta_set_apart_for_key_releases_is_fixed_when_the_ledger_is_created(tmp_path):
+    """The charges' ρ converts at δ − events from the start, so the declared ε holds whatever keys are released
+    later; the split cannot change afterwards, and all of δ cannot be set apart."""
+    path, total = str(tmp_path / "l.duckdb"), epsilon_delta_to_zcdp(1.0, 1e-6)
+    ledger = Ledger(path, "gaussian", total, 1e-6, events=3e-7)
+    assert ledger.events == 3e-7 and ledger.capacity < ledger.total
+    assert zcdp_to_epsilon(ledger.capacity, 1e-6 - 3e-7) == pytest.approx(1.0, rel=1e-9)
+    assert ledger.unit.amount(ledger.capacity).epsilon == pytest.approx(1.0, rel=1e-9)
+    assert Ledger(path, "gaussian", total, 1e-6, default_events=1e-7).events == 3e-7  # a default changes nothing
+    with pytest.raises(ProgrammingError, match="fixed"):
+        Ledger(path, "gaussian", total, 1e-6, events=5e-7)
+    assert Ledger(str(tmp_path / "none.duckdb"), "gaussian", total, 1e-6).capacity == total
+    with pytest.raises(ProgrammingError, match="below the ledger's δ"):
+        Ledger(str(tmp_path / "all.duckdb"), "gaussian", total, 1e-6, events=1e-6)
+    assert ledger.verify() == []
+
+
+def test_key_releases_past_the_delta_set_apart_are_refused_and_spend_nothing(database, tmp_path):
+    conn = dpsql.connect(database, catalog=CATALOG, state=str(tmp_path / "s.duckdb"), epsilon=1.0, delta=1e-6,
+                         query_epsilon=0.2, seed=7, key_release_delta=3e-7)
+    cur = conn.cursor()
+    cur.execute("SET dpsql.key_delta = 2e-7")
+    cur.execute("SELECT url, COUNT(*) FROM visits WHERE age < 5 GROUP BY url")
+    ledger = conn.session.ledger
+    spent = ledger.spent()
+    with pytest.raises(BudgetExceededError, match="set apart"):  # the rows of age ≥ 5 need a second release
+        cur.execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    assert ledger.spent() == spent and ledger.delta_spent() == pytest.approx(2e-7)
+    none = dpsql.connect(database, catalog=CATALOG, state=str(tmp_path / "none.duckdb"), epsilon=1.0, delta=1e-6,
+                         query_epsilon=0.2, seed=7, key_release_delta=0)
+    with pytest.raises(ProgrammingError, match="set apart"):
+        none.cursor().execute("SET dpsql.key_delta = 1e-7")
+    with pytest.raises(BudgetExceededError, match="set apart no δ"):
+        none.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    assert none.session.ledger.spent() == 0 and none.session.ledger.key_sets() == {}
 
 
 def test_a_pure_epsilon_ledger_refuses_to_release_keys(database, tmp_path):
@@ -187,10 +246,11 @@ def test_show_budget_and_key_delta(database, tmp_path):
     cur.execute("SET dpsql.key_delta = 2e-7")
     cur.execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
     budget = {r[0]: r[1:] for r in _rows(cur, "SHOW dpsql.budget")}
-    assert budget["key_releases"][1] == pytest.approx(2e-7)
-    assert budget["total"][0] == pytest.approx(1.0, rel=1e-6)  # ε at the δ left: what was declared
-    assert budget["total"][1] == pytest.approx(8e-7)
-    with pytest.raises(ProgrammingError, match="below the ledger"):
+    assert budget["key_releases_spent"][1] == pytest.approx(2e-7)
+    assert budget["key_releases_total"][1] == pytest.approx(5e-7)  # a key column in the catalog: δ / 2 by default
+    assert budget["total"][0] == pytest.approx(1.0, rel=1e-6)  # ε at the δ not set apart: what was declared
+    assert budget["total"][1] == pytest.approx(5e-7)
+    with pytest.raises(ProgrammingError, match="at most the δ the ledger set apart"):
         cur.execute("SET dpsql.key_delta = 1e-5")
 
 
@@ -221,29 +281,20 @@ def test_an_analyst_cannot_choose_the_delta_of_key_releases(database, tmp_path):
     assert conn.session.ledger.spent() == 0
 
 
-def test_the_capacity_a_key_release_takes_counts_against_the_releasing_analyst(database, tmp_path):
-    """δ spent on keys lowers everyone's capacity; the analyst who released them pays that loss from
-    their own limit, so their key releases cannot spend budget other analysts were allowed."""
-    path = _profile(database, tmp_path, "key_delta = 5e-7")
+def test_key_releases_take_delta_from_the_part_set_apart_and_analysts_pay_only_their_charges(database, tmp_path):
+    """δ spent on keys comes out of the part of δ set apart when the ledger was created: nobody's capacity
+    changes, and an analyst's limit counts their charges alone."""
+    path = _profile(database, tmp_path, "key_delta = 5e-7\nkey_release_delta = 5e-7")
     alice = dpsql.connect(profile=path, analyst="alice")
-    alice.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
     ledger = alice.session.ledger
-    full = ledger.capacity(0.0)
-    lost = full - ledger.capacity(5e-7)
-    assert lost > 0.05 * full  # half of δ spent: a real loss, not rounding
+    full = ledger.capacity
+    alice.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    assert ledger.capacity == full and ledger.delta_spent() == pytest.approx(5e-7)
     limit, mine, remaining = ledger.status()
-    charged = ledger.spent()
-    assert mine == pytest.approx(charged + lost)
-    assert remaining == pytest.approx(limit - charged - lost)
-    bob = dpsql.connect(profile=path, analyst="bob")  # no own limit: the ledger's, less what alice took
+    assert mine == pytest.approx(ledger.spent()) and remaining == pytest.approx(limit - mine)
+    bob = dpsql.connect(profile=path, analyst="bob")  # no own limit: the ledger's
     total, spent, left = bob.session.ledger.status()
-    assert total == pytest.approx(full - lost) and left == pytest.approx(full - lost - charged)
-    # a second release is refused when the capacity it would take does not fit in alice's limit
-    ledger.limit = charged + lost + 0.5 * lost
-    ledger.check(0.1 * lost)
-    with pytest.raises(BudgetExceededError, match="alice's budget"):
-        ledger.check_delta(0.1 * lost, 4e-7)
-
+    assert total == pytest.approx(full) and left == pytest.approx(full - spent)
 
 def test_a_tampered_key_set_breaks_the_chain(database, tmp_path):
     conn = _connect(database, tmp_path)
@@ -275,3 +326,26 @@ def test_a_release_where_no_key_clears_the_threshold_answers_no_rows_and_freezes
     assert abs(_rows(cur, "SELECT COUNT(*) FROM visits")[0][0] - 13050) < 200  # the table still answers
     released = dict(_rows(cur, "SELECT url, COUNT(*) FROM visits GROUP BY url"))  # a later release finds keys
     assert set(released) == set(FREQUENT) and conn.session.ledger.spent() > spent
+
+
+def test_a_ledger_written_before_the_split_keeps_its_capacity_and_releases_no_more_keys(tmp_path):
+    """A ledger whose budget row has no `events` (written before the split was stored): the δ its key releases
+    spent becomes its part set apart, so its capacity is what it was and another release is refused."""
+    from dpsql.budget.ledger_entries import KEYS, Entry, Record, chain_digest
+
+    path, total = str(tmp_path / "old.duckdb"), epsilon_delta_to_zcdp(1.0, 1e-6)
+    Ledger(path, "gaussian", total, 1e-6).close()
+    con = duckdb.connect(path)  # as the earlier release wrote it: no events, a digest without them
+    noise, stored, delta, created = con.execute("SELECT noise, total, delta, created FROM dpsql_budget").fetchone()
+    con.execute("UPDATE dpsql_budget SET events = NULL, hash = ?", [chain_digest(noise, stored, delta, created)])
+    con.close()
+    earlier = Ledger(path, "gaussian", total, 1e-6)
+    earlier.events = 5e-7  # the earlier release had no split: it let key releases spend δ as they went
+    earlier.charge_all([Entry(0.001, "release", "visits", "sig", [], None,
+                              Record(KEYS, "url", {"keys": ["/a"], "rows": "all"}, 2e-7))])
+    earlier.close()
+    old = Ledger(path, "gaussian", total, 1e-6)
+    assert old.events == pytest.approx(2e-7) and old.verify() == []
+    assert zcdp_to_epsilon(old.capacity, 1e-6 - 2e-7) == pytest.approx(1.0, rel=1e-9)
+    with pytest.raises(BudgetExceededError, match="set apart"):
+        old.check_delta(0.001, 1e-8)

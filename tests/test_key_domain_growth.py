@@ -115,7 +115,7 @@ def test_measurements_taken_before_a_growth_still_answer_after_it(database, tmp_
 
 
 def test_a_charge_over_a_domain_grown_meanwhile_is_refused(tmp_path):
-    ledger = Ledger(str(tmp_path / "l.duckdb"), "gaussian", 1.0, 1e-6)
+    ledger = Ledger(str(tmp_path / "l.duckdb"), "gaussian", 1.0, 1e-6, events=5e-7)
     grow = Record(KEYS, "url", {"keys": ["/a"], "rows": ALL_ROWS}, 1e-7)
     ledger.charge_all([Entry(0.01, "release", "visits", "sig", [], None, grow, None, (("url", 0),))])
     with pytest.raises(OperationalError, match="released meanwhile"):  # computed over no keys: stale

@@ -16,6 +16,7 @@ from dpsql.budget.ledger import Ledger
 from dpsql.answers.result import Result
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
 from mechanisms.noise import RandomSource, discrete_laplace_variance, discrete_laplace_vector, laplace_scale_upper
+from dpsql.budget.ledger_accounting import accountant
 from mechanisms.privacy_filter import Accountant, History, Piece
 from planner.noise_choice import laplace_share
 
@@ -47,18 +48,32 @@ def test_exact_is_never_looser_than_zcdp(seed):
 
 
 def test_gaussian_histories_are_composed_as_in_zcdp():
+    keys = accountant(TOTAL, DELTA, DELTA / 10)  # δ/10 set apart for δ events
     history = History().plus([Piece.gaussian(TOTAL / 4)] * 3, delta=DELTA / 10)
+    assert keys.remaining(history) == keys.remaining(history, exact=False)
+    assert keys.total == pytest.approx(epsilon_delta_to_zcdp(EPSILON, DELTA - DELTA / 10))
+    assert keys.remaining(history) == pytest.approx(keys.total - 3 * TOTAL / 4)
+    assert keys.fits(History().plus([Piece.gaussian(keys.total)], delta=DELTA / 10))
+    assert not keys.fits(History().plus([Piece.gaussian(keys.total * 1.001)]))  # δ − δ_K, whatever was released
+
+
+def test_beside_a_gaussian_pure_pieces_count_in_zcdp():
+    """Only the zCDP filter accepts histories with Gaussians: each pure piece is ε²/2 of ρ there."""
+    history = History().plus([Piece.laplace(0.1), Piece.gaussian(TOTAL / 4)])
     assert ACC.remaining(history) == ACC.remaining(history, exact=False)
-    assert ACC.remaining(history) == pytest.approx(ACC.zcdp_capacity(DELTA / 10) - 3 * TOTAL / 4)
-
-
-def test_beside_a_gaussian_or_a_delta_event_pure_pieces_count_in_zcdp():
-    """Only the zCDP filter accepts histories with Gaussians or δ events: each pure piece is ε²/2 of ρ there."""
-    for history in (History().plus([Piece.laplace(0.1), Piece.gaussian(TOTAL / 4)]),
-                    History().plus([Piece.laplace(0.1)], delta=DELTA / 10)):
-        assert ACC.remaining(history) == ACC.remaining(history, exact=False)
     assert not ACC.fits(History().plus([Piece.laplace(0.5), Piece.gaussian(TOTAL / 4)]))  # 0.125 > ρ_total
     assert ACC.fits(History().plus([Piece.laplace(0.5)]))  # alone, the pure filter takes it
+
+
+def test_delta_events_fit_both_filters_within_the_part_set_apart_and_neither_past_it():
+    """A Laplace key release of the whole ε is a pure piece and a δ event: the pure filter takes it while the
+    events stay within δ_K; a δ event past δ_K fits no filter, however little it spends."""
+    keys = accountant(TOTAL, DELTA, DELTA / 2)
+    assert keys.fits(History().plus([Piece.laplace(keys.epsilon)], delta=DELTA / 10))
+    assert keys.fits(History().plus([Piece.laplace(keys.epsilon / 2)] * 2, delta=DELTA / 2))
+    assert not keys.fits(History().plus([Piece.laplace(keys.epsilon / 2)] * 2, delta=DELTA / 2 * 1.01))
+    assert not keys.fits(History().plus([Piece.gaussian(keys.total / 100)], delta=DELTA / 2 * 1.01))
+    assert not ACC.fits(History().plus([Piece.laplace(0.01)], delta=DELTA / 100))  # none set apart
 
 
 def test_a_discrete_gaussian_is_not_a_continuous_one():

@@ -23,10 +23,13 @@ relaxed data, megabytes): its record holds the model's SHA-256 and the model its
 table of its own, read only when a table's models are (`models`). Records are unique by (kind, table, name), except
 key sets: a key column's domain is every key its releases found, in release order (`key_sets`; how it grows:
 `dpsql.tables.key_domains`), and a charge computed over a key domain that another connection has grown meanwhile is
-refused (`Entry.key_counts`), so each stored measurement was taken over the keys released before it. The δs of
-key releases add up
-(approximate zCDP composes by adding ρ and δ), so a zCDP ledger's capacity is the ρ whose ε
-at the remaining δ is the declared ε: ρ(ε(total, δ), δ − Σδ_τ) (`capacity`).
+refused (`Entry.key_counts`), so each stored measurement was taken over the keys released before it.
+
+A zCDP ledger's δ is split when it is created, once: `events`, the most that key releases' δ_τ may add up
+to, and δ − `events` at which the charges' ρ converts to the declared ε (`capacity`, the ρ whose ε at
+δ − `events` is the declared ε). The split is fixed in advance because only then is it a privacy filter
+(`mechanisms.privacy_filter`). A ledger written before the split was stored keeps the δ its key releases had
+spent as its `events`: its capacity is what it was, and it releases no more keys.
 """
 
 from __future__ import annotations
@@ -50,10 +53,11 @@ from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, cov
                                             pure_epsilon, pure_pieces, read_history, stored_pieces)
 from dpsql.budget.ledger_file import StateFile
 from dpsql.budget.ledger_verification import chain_problems, measurement_row_digest
-from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
+from dpsql.budget.units import Budget
+from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
-from mechanisms.privacy_filter import TOLERANCE, History, Piece
+from mechanisms.privacy_filter import TOLERANCE, History, Piece, zcdp_total
 
 # Charges may exceed the total by this relative slack (floating-point sums); the exact certificates report
 # their ρ less it (`mechanisms.privacy_filter.TOLERANCE`), so it never lets them overspend.
@@ -62,7 +66,7 @@ _SLACK = TOLERANCE
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS dpsql_budget (
         noise VARCHAR NOT NULL, total DOUBLE NOT NULL, delta DOUBLE NOT NULL, created TIMESTAMP NOT NULL,
-        hash VARCHAR NOT NULL)""",
+        hash VARCHAR NOT NULL, events DOUBLE)""",
     """CREATE TABLE IF NOT EXISTS dpsql_ledger (
         seq BIGINT PRIMARY KEY, charged_at TIMESTAMP NOT NULL, who VARCHAR NOT NULL, table_name VARCHAR,
         statement VARCHAR NOT NULL, cost DOUBLE NOT NULL, detail VARCHAR, prev_hash VARCHAR NOT NULL,
@@ -106,14 +110,17 @@ class Ledger(StateFile):
     `noise` fixes the unit: "gaussian" budgets are ρ (zCDP), "laplace" budgets
     are ε (pure DP). The first connection sets the total; later ones must agree.
     Charges are made in the name of `who`; with a `limit` (set by a deployment
-    profile), `who`'s own charges may add up to at most that much. `accounting` is how a zCDP ledger
+    profile), `who`'s own charges may add up to at most that much. `events` is the part of a zCDP ledger's δ
+    set apart for key releases, fixed by the connection that creates it (the module docstring); later ones
+    that give one must agree (`default_events`: what a new one sets apart unless `events` is given). `accounting` is how a zCDP ledger
     composes its history (`dpsql.budget.ledger_accounting`: EXACT, the default, or ZCDP); per-analyst limits
     count every charge's ρ.
     """
 
     accounting: str = EXACT
 
-    def __init__(self, path: str, noise: str, total: float | None, delta: float, who: str | None = None):
+    def __init__(self, path: str, noise: str, total: float | None, delta: float, who: str | None = None,
+                 events: float | None = None, default_events: float = 0.0):
         self._open_state(path)
         self.who = who or _user()
         self.limit: float | None = None
@@ -126,18 +133,21 @@ class Ledger(StateFile):
         with self._open() as con:
             for stmt in _SCHEMA:
                 con.execute(stmt)
+            con.execute("ALTER TABLE dpsql_budget ADD COLUMN IF NOT EXISTS events DOUBLE")  # older ledgers
             self._tables.update(("dpsql_records", "dpsql_models", "dpsql_pieces"))
-            row = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchone()
+            row = con.execute("SELECT noise, total, delta, events FROM dpsql_budget").fetchone()
             if row is None:
                 if total is None:
                     raise ProgrammingError("a new ledger needs a total budget: pass epsilon (and delta) or rho")
+                reserved = _checked_events(default_events if events is None else events, noise, delta)
                 created = _now()
                 con.execute(
-                    "INSERT INTO dpsql_budget VALUES (?, ?, ?, ?, ?)",
-                    [noise, total, delta, created, chain_digest(noise, total, delta, created)],
+                    "INSERT INTO dpsql_budget VALUES (?, ?, ?, ?, ?, ?)",
+                    [noise, total, delta, created, chain_digest(noise, total, delta, created, reserved), reserved],
                 )
-                row = (noise, total, delta)
-        stored_noise, stored_total, stored_delta = row
+                row = (noise, total, delta, reserved)
+            stored_events = row[3] if row[3] is not None else self._delta_spent(con)
+        stored_noise, stored_total, stored_delta = row[:3]
         # Opened without a budget (total None), a ledger keeps whatever it holds.
         if total is not None and (
             stored_noise != noise
@@ -149,7 +159,12 @@ class Ledger(StateFile):
                 f"the ledger at {path!r} already holds a {stored_noise} budget of {unit}={stored_total:g} "
                 f"(δ={stored_delta:g}); connect with the same budget, or without one to use it"
             )
+        if events is not None and row[3] is not None and not np.isclose(events, row[3], rtol=1e-9, atol=0.0):
+            raise ProgrammingError(
+                f"the ledger at {path!r} set apart δ={row[3]:g} for key releases when it was created; the split is "
+                f"fixed (connect without key_release_delta, or with {row[3]:g})")
         self.noise, self.total, self.delta = stored_noise, float(stored_total), float(stored_delta)
+        self.events = float(stored_events)
 
     @classmethod
     def existing(cls, path: str) -> "Ledger":
@@ -164,46 +179,25 @@ class Ledger(StateFile):
         ledger._appends, ledger._generation = itertools.count(1), 0
         with ledger._open() as con:
             try:
-                rows = con.execute("SELECT noise, total, delta FROM dpsql_budget").fetchall()
+                rows = con.execute(f"SELECT noise, total, delta, {_events_column(con)} FROM dpsql_budget").fetchall()
             except duckdb.Error:
                 raise OperationalError(f"{path!r} is not a dpsql ledger (it has no budget declaration)") from None
-        if len(rows) != 1:
-            raise OperationalError(f"{path!r} holds {len(rows)} budget declarations, not one: it was altered")
+            if len(rows) != 1:
+                raise OperationalError(f"{path!r} holds {len(rows)} budget declarations, not one: it was altered")
+            events = rows[0][3] if rows[0][3] is not None else ledger._delta_spent(con)
         ledger.noise, ledger.total, ledger.delta = rows[0][0], float(rows[0][1]), float(rows[0][2])
+        ledger.events = float(events)
         return ledger
 
     # --- budget ---------------------------------------------------------------------
-    def _spent(self, con, who: str | None = None, more_delta: float = 0.0) -> float:
-        """Everything charged, or what `who` spent: their charges and the capacity their key releases took
-        (and a release of `more_delta` would take)."""
+    def _spent(self, con, who: str | None = None) -> float:
+        """Everything charged, or what `who`'s charges add up to."""
         if who is None:
             return float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger").fetchone()[0])
-        mine = float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger WHERE who = ?", [who]).fetchone()[0])
-        return mine + self._capacity_taken(con, who, more_delta)
-
-    def _capacity_taken(self, con, who: str, more: float = 0.0) -> float:
-        """The capacity (ledger unit) that `who`'s key releases removed from everyone, and `more` δ would:
-        each release's δ lowers the capacity by capacity(δ spent before it) − capacity(δ spent after it).
-        That loss counts against the releasing analyst's own limit, so one analyst's key releases cannot
-        spend the budget the others were allowed."""
-        if not self._has(con, "dpsql_records"):
-            return self.capacity(0.0) - self.capacity(more) if more else 0.0
-        rows = con.execute("SELECT r.delta, l.who FROM dpsql_records r JOIN dpsql_ledger l USING (seq) "
-                           "WHERE r.delta > 0 ORDER BY r.seq").fetchall()
-        releases = [*rows, (more, who)]
-        return sum(loss for (_, by), loss in zip(releases, self.capacity_losses([d for d, _ in releases])) if by == who)
-
-    def capacity_losses(self, deltas: list[float]) -> list[float]:
-        """The capacity each of a sequence of key releases (their δs, in release order) removes from everyone:
-        capacity(δ spent before it) − capacity(δ spent after it)."""
-        losses, before = [], 0.0
-        for delta in deltas:
-            losses.append(self.capacity(before) - self.capacity(before + delta) if delta else 0.0)
-            before += delta
-        return losses
+        return float(con.execute("SELECT COALESCE(SUM(cost), 0) FROM dpsql_ledger WHERE who = ?", [who]).fetchone()[0])
 
     def spent_by(self, who: str) -> float:
-        """What `who` spent: their charges and the capacity their key releases took."""
+        """What `who`'s charges add up to."""
         with self._open() as con:
             return self._spent(con, who)
 
@@ -259,27 +253,31 @@ class Ledger(StateFile):
         history leaves (`Accountant.remaining`) and spent the rest of the total; the per-analyst limit counts
         ρ as charged."""
         more = sum(p.rho for p in pieces)
+        capacity = self.capacity
         if self.exact:
-            acc, history = accountant(self.total, self.delta), self._history(con).plus(pieces, delta)
-            remaining, capacity = acc.remaining(history), acc.zcdp_capacity(history.delta)
+            remaining = self._accountant().remaining(self._history(con).plus(pieces, delta))
             spent = capacity - remaining
         else:
-            spent, capacity = self._spent(con), self.capacity(self._delta_spent(con) + delta)
+            spent = self._spent(con)
             remaining = capacity - spent - more
         if self.limit is None:
             return capacity, spent, remaining
-        mine = self._spent(con, self.who, delta) + more
+        mine = self._spent(con, self.who) + more
         return self.limit, mine, min(self.limit - mine, remaining)
 
-    def capacity(self, delta_spent: float) -> float:
-        """The total in the ledger's unit once key releases spent `delta_spent` of δ: ρ(ε(total, δ), δ − δ_spent).
+    def _accountant(self):
+        return accountant(self.total, self.delta, self.events)
 
-        Exact composition of approximate zCDP (ρ and δ add): the declared (ε, δ) still holds."""
-        if delta_spent <= 0 or self.noise != "gaussian":
-            return self.total
-        if delta_spent >= self.delta:
-            return 0.0
-        return min(self.total, epsilon_delta_to_zcdp(zcdp_to_epsilon(self.total, self.delta), self.delta - delta_spent))
+    @property
+    def capacity(self) -> float:
+        """The ledger's total in its unit once δ `events` are set apart: ρ(ε(total, δ), δ − events), the zCDP
+        filter's ρ (`mechanisms.privacy_filter.zcdp_total`); a pure-DP ledger's ε."""
+        return zcdp_total(self.total, self.delta, self.events) if self.noise == "gaussian" else self.total
+
+    @property
+    def unit(self) -> Budget:
+        """The ledger's unit, converting ε and ρ at δ − `events` (`capacity`'s δ)."""
+        return Budget(self.noise, self.delta - self.events if self.noise == "gaussian" else self.delta)
 
     def _delta_spent(self, con) -> float:
         if not self._has(con, "dpsql_records"):
@@ -320,6 +318,8 @@ class Ledger(StateFile):
     def _refuse_if_over(self, con, pieces: list[Piece], delta: float = 0.0) -> None:
         """Refuse a charge of `pieces` (and δ events of `delta`) that the budget does not accept: `_budget` with
         them must leave nothing negative (an exact ledger's filters, `mechanisms.privacy_filter`)."""
+        if delta > 0:
+            self._refuse_events_over(con, delta)
         total, _, remaining = self._budget(con, pieces, delta)
         if remaining >= -_SLACK * total:
             return
@@ -337,13 +337,27 @@ class Ledger(StateFile):
             f"{whose} of {self._in_epsilon(total)} remains; nothing was charged"
         )
 
+    def _refuse_events_over(self, con, delta: float) -> None:
+        """Refuse δ events of `delta` past the δ set apart for them (`events`)."""
+        spent = self._delta_spent(con)
+        if spent + delta <= self.events * (1 + 1e-12):
+            return
+        if self.events <= 0:
+            raise BudgetExceededError(
+                "this ledger set apart no δ for key releases when it was created (a profile's [budget] "
+                "key_release_delta, or connect(key_release_delta=...), fixes that for a new ledger); declare the "
+                "column's values instead; nothing was charged")
+        raise BudgetExceededError(
+            f"this key release needs δ={delta:g}, but key releases have spent δ={spent:g} of the δ={self.events:g} "
+            "this ledger set apart for them; nothing was charged")
+
     def _in_epsilon(self, share: float) -> str:
-        """An amount of this ledger's unit as analysts are given budgets: ε (at the ledger's δ), with ρ beside it."""
+        """An amount of this ledger's unit as analysts are given budgets: ε (at `unit`'s δ), with ρ beside it."""
         if self.noise != "gaussian":
             return f"ε={share:.6g}"
-        if self.delta <= 0 or share <= 0:
+        if self.delta - self.events <= 0 or share <= 0:
             return f"ρ={share:.6g}"
-        return f"ε={zcdp_to_epsilon(share, self.delta):.6g} (ρ={share:.6g})"
+        return f"ε={zcdp_to_epsilon(share, self.delta - self.events):.6g} (ρ={share:.6g})"
 
     def check(self, cost: float, pieces=None) -> None:
         """Raise BudgetExceededError if `cost` (a charge made of `pieces`: `Entry.pieces`) does not fit."""
@@ -389,7 +403,7 @@ class Ledger(StateFile):
         return done
 
     def _delta_after(self, con, entries: list["Entry"]) -> float:
-        """The δ the entries' records spend (it lowers the capacity). A record that exists already (another
+        """The δ the entries' records spend (of `events`). A record that exists already (another
         connection released it meanwhile) is refused, and so is an entry computed over key domains that
         another connection has grown meanwhile (a key release included)."""
         for e in entries:
@@ -417,10 +431,11 @@ class Ledger(StateFile):
             counts[name] = counts.get(name, 0) + len(released_keys(json.loads(payload)))
         return counts
 
-    def check_delta(self, cost: float, delta: float) -> None:
-        """Raise BudgetExceededError if `cost` does not fit in what remains once `delta` more is spent."""
+    def check_delta(self, cost: float, delta: float, pieces=None) -> None:
+        """Raise BudgetExceededError if a charge of `cost` (made of `pieces`: `Entry.pieces`) with δ events of
+        `delta` does not fit."""
         with self._open() as con:
-            self._refuse_if_over(con, covering_pieces(cost, None), self._delta_after(con, [Entry(
+            self._refuse_if_over(con, covering_pieces(cost, pieces), self._delta_after(con, [Entry(
                 0.0, "", None, None, [], None, Record(KEYS, "", [], delta))]))
 
     def _append(self, con, e: "Entry") -> Charge:
@@ -532,7 +547,8 @@ class Ledger(StateFile):
         """Recompute the hash chain and the budget; returns the problems found (empty: intact)."""
         with self._open() as con:
             try:
-                budget = con.execute("SELECT noise, total, delta, created, hash FROM dpsql_budget").fetchall()
+                budget = con.execute(f"SELECT noise, total, delta, created, hash, {_events_column(con)} "
+                                     "FROM dpsql_budget").fetchall()
                 ledger = con.execute(
                     "SELECT seq, charged_at, who, table_name, statement, cost, detail, prev_hash, hash "
                     "FROM dpsql_ledger ORDER BY seq"
@@ -554,12 +570,13 @@ class Ledger(StateFile):
         if len(budget) != 1:
             return problems
         delta_spent = sum(delta for _, _, _, delta, _ in records)
-        capacity = self.capacity(delta_spent)
+        if delta_spent > self.events * (1 + 1e-12):
+            problems.append(f"key releases spent δ={delta_spent:g}, over the δ={self.events:g} set apart for them")
         if self.exact:
-            if not accountant(self.total, self.delta).fits(History().plus(charged, delta_spent), slack=_SLACK):
-                problems.append(f"the charges' exact composition is over the total budget ρ={self.total:g}")
-        elif spent > capacity * (1 + _SLACK):
-            problems.append(f"charges add up to {spent:g}, over the total budget {capacity:g}")
+            if not self._accountant().fits(History().plus(charged, delta_spent), slack=_SLACK):
+                problems.append(f"the charges' exact composition is over the total budget ρ={self.capacity:g}")
+        elif spent > self.capacity * (1 + _SLACK):
+            problems.append(f"charges add up to {spent:g}, over the total budget {self.capacity:g}")
         return problems
 
     def _cache_version(self) -> tuple | None:
@@ -577,6 +594,25 @@ class Ledger(StateFile):
             self._tables.add(table)
         return table in self._tables
 
+
+
+def _checked_events(events: float, noise: str, delta: float) -> float:
+    """The δ a new ledger sets apart for key releases: at least 0, and below δ on a zCDP ledger (all of it would
+    leave the charges' ρ no δ to convert at); none on a pure-DP one."""
+    if noise != "gaussian" or delta <= 0:
+        if events:
+            raise ProgrammingError("a pure ε-DP ledger has no δ to set apart for key releases")
+        return 0.0
+    if not 0 <= events < delta:
+        raise ProgrammingError(f"key_release_delta must be at least 0 and below the ledger's δ ({delta:g}), "
+                               f"got {events:g}")
+    return float(events)
+
+
+def _events_column(con) -> str:
+    """The budget's `events` column, or NULL in a ledger written before it existed (opened to read only)."""
+    return "events" if con.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = "
+                                   "'dpsql_budget' AND column_name = 'events'").fetchone()[0] else "NULL"
 
 
 def _has_table(con, name: str) -> bool:

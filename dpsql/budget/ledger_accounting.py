@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from mechanisms.accounting import zcdp_to_epsilon
-from mechanisms.privacy_filter import LAPLACE_PIECE, Accountant, History, Piece
+from mechanisms.privacy_filter import LAPLACE_PIECE, Accountant, History, Piece, zcdp_total
 
 EXACT, ZCDP = "exact", "zcdp"
 ACCOUNTING_MODES = (EXACT, ZCDP)
@@ -22,9 +22,10 @@ ACCOUNTING_MODES = (EXACT, ZCDP)
 PIECES_TABLE = "CREATE TABLE IF NOT EXISTS dpsql_pieces (seq BIGINT NOT NULL, pieces VARCHAR NOT NULL)"
 
 
-def accountant(total: float, delta: float) -> Accountant:
-    """The accountant of a zCDP ledger of ρ `total` at `delta`: its declared (ε, δ) is the one that ρ gives."""
-    return Accountant(zcdp_to_epsilon(total, delta), delta, total)
+def accountant(total: float, delta: float, events: float = 0.0) -> Accountant:
+    """The accountant of a zCDP ledger of ρ `total` at `delta` with `events` of δ set apart for δ events: its
+    declared (ε, δ) is the one that ρ gives at δ."""
+    return Accountant(zcdp_to_epsilon(total, delta), delta, zcdp_total(total, delta, events), events)
 
 
 def pieces_text(pieces: tuple[Piece, ...]) -> str:

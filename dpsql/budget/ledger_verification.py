@@ -28,8 +28,9 @@ def chain_problems(budget: list, ledger: list, stored: list, records: list, mode
     if len(budget) != 1:
         return [f"expected one budget declaration, found {len(budget)}"], 0.0, []
     problems = []
-    noise, total, delta, created, prev = budget[0]
-    if chain_digest(noise, total, delta, created) != prev:
+    noise, total, delta, created, prev, events = budget[0]
+    declared = (noise, total, delta, created) if events is None else (noise, total, delta, created, events)
+    if chain_digest(*declared) != prev:  # a ledger written before `events` existed has none in its digest
         problems.append("the budget declaration was altered")
     measured: dict[int, list[str]] = {}
     for row in stored:

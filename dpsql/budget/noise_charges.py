@@ -39,7 +39,7 @@ def laplace_eligible(budget, ledger) -> bool:
 
 def laplace_epsilon(ledger, rho: float) -> float:
     """The ε of a Laplace share taking what a Gaussian of ρ takes of the ledger (`planner.noise_choice`)."""
-    return laplace_share(rho, ledger.total, ledger.delta)
+    return laplace_share(rho, ledger.capacity, ledger.unit.delta)
 
 
 def charge_of(plan: Plan, unit: str) -> tuple[float, tuple[Piece, ...] | None]:
@@ -79,7 +79,7 @@ def cheaper_target(plan: Plan, ledger, budget, plan_laplace: Callable[[], Plan])
         return plan
     if laplace.noise != LAPLACE or laplace.adaptive is not None or laplace.cost <= 0:
         return plan
-    return choose_for_target(plan, laplace, ledger.total, ledger.delta,
+    return choose_for_target(plan, laplace, ledger.capacity, ledger.unit.delta,
                              lambda p: fits(ledger, *charge_of(p, budget.noise)))
 
 

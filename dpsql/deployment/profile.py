@@ -23,6 +23,8 @@ people = "warehouse/people"        # tables not listed are the Spark session's o
 epsilon = 10                       # or rho = ...
 delta = 1e-9                       # 0: pure ε-DP
 query_epsilon = 0.1                # default share of each new query
+key_release_delta = 5e-10          # the part of δ set apart for key releases when the ledger is created
+                                   # (default: δ / 2 with a key column in the catalog, else 0)
 key_delta = 1e-10                  # the δ one release of keys spends (default: δ / 10)
 accounting = "exact"               # how charges compose: "exact" (default) or "zcdp" (dpsql.budget.ledger_accounting)
 
@@ -71,7 +73,8 @@ from dpsql.interfaces.server.auth import Verifier
 _SECTIONS = {"data", "budget", "engine", "workspace", "analysts", "server", "owner"}
 _DATA_KEYS = {"database", "catalog", "ledger", "read_only", "log", "output_dir", "engine", "spark_master", "tables"}
 _DATA_ENGINES = ("duckdb", "spark")
-_BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho", "key_delta", "accounting"}
+_BUDGET_KEYS = {"epsilon", "delta", "rho", "query_epsilon", "query_rho", "key_delta", "key_release_delta",
+                "accounting"}
 _ANALYST_KEYS = {"epsilon", "rho", "password"}
 _SERVER_KEYS = {"listen", "tls_cert", "tls_key", "max_connections", "workers", "authentication_timeout",
                 "max_unauthenticated", "console"}
@@ -164,7 +167,8 @@ class Profile:
 
         budget = _section(spec, "budget")
         _known(budget, _BUDGET_KEYS, "[budget]")
-        checked_budget = {k: _amount(k.removeprefix("query_").removeprefix("key_"), v, f"[budget] {k}")
+        checked_budget = {k: _amount(k.removeprefix("query_").removeprefix("key_").removeprefix("release_"), v,
+                                     f"[budget] {k}")
                           for k, v in budget.items() if k != "accounting"}
         if "accounting" in budget:
             if budget["accounting"] not in ACCOUNTING_MODES:

@@ -10,10 +10,11 @@ from typing import Any
 
 from dpsql.tables.columns import KEY
 from dpsql.tables.hybrid import HybridTable
-from dpsql.errors import Error, NotSupportedError
+from dpsql.errors import BudgetExceededError, Error, NotSupportedError
 from dpsql.tables.key_domains import covered, rows_counted
 from dpsql.budget.ledger_entries import KEYS
 from dpsql.answers.result import Result, assemble
+from dpsql.releases import keys as key_releases
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.partition_selection import count_released_with
 
@@ -88,16 +89,16 @@ def release(session, selection: KeySelection, sql: str, params, weight: float) -
     def over(keys: tuple[str, ...]) -> CompiledQuery:
         return s.compile(sql, params, weight=weight, catalog=s.catalog.with_keys({(name, column): keys}))
 
-    keys = s.executor.release_keys(selection, s.catalog.get(name), s.query_share, s.key_delta, sql, over,
-                                   rows_counted(selection))
+    keys, (chosen, cost, pieces) = key_releases.release(s.executor, selection, s.catalog.get(name), s.query_share,
+                                                        s.key_delta, sql, over, rows_counted(selection))
     if keys or had:
         result = s.executor.execute([s.compile(sql, params, weight=weight)], sql, s.sizing())[0]
     else:  # nothing to measure: the query's shape over no keys (no rows)
         shape = over(())
         result = assemble(shape, shape.zero_answers())
-    result.charged = s.query_share
-    result.charge_text = s.executor.charge_text(s.query_share)
-    tau = s.executor.selection(selection, s.query_share, s.key_delta).threshold
+    result.charged = cost
+    result.charge_text = s.executor.charge_text(cost, pieces)
+    tau = chosen.threshold
     if had:
         released = (f"{len(keys)} more keys of {column} released (it had {had}; this WHERE's rows had not been "
                     "counted by a release)")
@@ -115,7 +116,7 @@ def release(session, selection: KeySelection, sql: str, params, weight: float) -
 def explain(session, selection: KeySelection) -> Result:
     """EXPLAIN of a query that must release keys first: the partition selection, its threshold and cost."""
     s = session
-    chosen = s.executor.selection(selection, s.query_share, s.key_delta)
+    chosen, cost, pieces = key_releases.selection(s.executor, selection, s.query_share, s.key_delta)
     sigma = float(chosen.noise.variance) ** 0.5
     at = [count_released_with(p, chosen.threshold, chosen.noise) for p in (0.05, 0.5, 0.95)]
     k = selection.table.contribution
@@ -124,15 +125,27 @@ def explain(session, selection: KeySelection) -> Result:
            if had else "its keys are not declared")
     lines = [
         f"[{selection.table.name}] Key release: partition selection of {selection.column} ({why})",
-        f"  each key's count (at most {k} row(s) per privacy unit, over any keys) gets discrete Gaussian noise of "
-        f"std {sigma:.4g}; keys whose noisy count exceeds τ = {chosen.threshold} are released",
+        f"  each key's count (at most {k} row(s) per privacy unit, over any keys) gets discrete "
+        f"{chosen.noise.kind.capitalize()} noise of std {sigma:.4g}"
+        + (f" (ε={pieces[0].value:.4g} of pure DP: the same share of the budget, a lower threshold than the "
+           "Gaussian's)" if pieces else "") + f"; keys whose noisy count exceeds τ = {chosen.threshold} are released",
         f"  a key with true count {at[0]} / {at[1]} / {at[2]} is released with probability 5% / 50% / 95%; a key "
         f"only one unit holds, with probability at most δ = {s.key_delta:g}",
         "  the released keys join the column's domain, and the noisy counts of all its keys answer this query "
         "(free when asked again)",
     ]
-    remaining = s.ledger.remaining()
-    verdict = "fits in" if s.query_share <= remaining * (1 + 1e-9) else "EXCEEDS"
-    lines.append(f"Total cost {s.amount(s.query_share)} and δ = {s.key_delta:g} for the key release; "
-                 f"{verdict} the remaining budget {s.amount(remaining)}")
+    verdict = "fits in" if _fits(s, cost, pieces) else "EXCEEDS"
+    cost_text = f"ε={pieces[0].value:.4g} of pure DP" if pieces else s.amount(cost)
+    lines.append(f"Total cost {cost_text} and δ = {s.key_delta:g} (of the δ = {s.ledger.events:g} set apart for key "
+                 f"releases, {s.ledger.delta_spent():g} spent) for the key release; {verdict} the remaining budget "
+                 f"{s.amount(s.ledger.remaining())}")
     return Result(["plan"], [(line,) for line in lines], kind="explain", plan="\n".join(lines))
+
+
+def _fits(session, cost: float, pieces) -> bool:
+    """Whether the ledger would accept the release now (its δ_τ and its charge)."""
+    try:
+        session.ledger.check_delta(cost, session.key_delta, pieces)
+    except BudgetExceededError:
+        return False
+    return True

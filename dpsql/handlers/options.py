@@ -52,10 +52,11 @@ def set_option(session, name: str, value: float | str) -> None:
 
 
 def set_key_delta(session, value: float) -> None:
-    """The δ one release of keys spends: above 0 and below the ledger's δ."""
-    if not 0 < value < session.ledger.delta:
-        raise ProgrammingError(f"dpsql.key_delta must be above 0 and below the ledger's δ "
-                               f"({session.ledger.delta:g}), got {value:g}")
+    """The δ one release of keys spends: above 0 and at most the δ the ledger set apart for key releases."""
+    events = session.ledger.events
+    if not 0 < value <= events:
+        raise ProgrammingError(f"dpsql.key_delta must be above 0 and at most the δ the ledger set apart for key "
+                               f"releases ({events:g}), got {value:g}")
     session.key_delta = value
 
 
@@ -67,9 +68,9 @@ def show(session, name: str) -> Result:
         rows = [(label, a.epsilon, a.delta, a.rho) for label, a in (
             ("total", status.total), ("spent", status.spent), ("remaining", status.remaining),
             ("last_charge", s.amount(s.last_charge)))]
-        spent_delta = s.ledger.delta_spent()
-        if spent_delta:  # δ spent by key releases: the total above is what the rest of δ affords
-            rows.append(("key_releases", None, spent_delta, None))
+        if s.ledger.events:  # δ set apart for key releases: the total above is what the rest of δ affords
+            rows.append(("key_releases_spent", None, s.ledger.delta_spent(), None))
+            rows.append(("key_releases_total", None, s.ledger.events, None))
         return Result(["budget", "epsilon", "delta", "rho"], rows, kind="status",
                       types=["VARCHAR", "DOUBLE", "DOUBLE", "DOUBLE"])
     values = {"query_epsilon": s.amount(s.query_share).epsilon, "query_rho": s.amount(s.query_share).rho,

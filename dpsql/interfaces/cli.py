@@ -171,15 +171,14 @@ def _ledger(args: argparse.Namespace) -> int:
 
 
 def _show_ledger(ledger) -> int:
-    from dpsql.budget.units import Budget
     from dpsql.interfaces.formatting import render
     from dpsql.answers.result import Result
 
-    amount = Budget(ledger.noise, ledger.delta).amount
+    amount = ledger.unit.amount
     rows = [(c.seq, c.at.strftime("%Y-%m-%d %H:%M:%S"), c.who, c.table,
              float(f"{c.epsilon(amount):.6g}"),
              float(f"{amount(c.cost).rho:.6g}"), " ".join(c.statement.split())) for c in ledger.charges()]
-    print(f"budget {amount(ledger.total)}; spent {amount(ledger.spent())}")
+    print(f"budget {amount(ledger.capacity)}; spent {amount(ledger.spent())}")
     if rows:
         print(render(Result(["#", "charged at (UTC)", "who", "table", "epsilon", "rho", "statement"], rows,
                             kind="public"), "table"))

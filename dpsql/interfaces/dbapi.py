@@ -24,6 +24,7 @@ from dpsql import errors
 from dpsql.backends import Backend, DuckDBBackend, make_backend
 from dpsql.budget.units import Budget, checked
 from dpsql.tables.catalog import Catalog
+from dpsql.tables.columns import KEY
 from dpsql.errors import Error, InterfaceError, NotSupportedError, OperationalError, ProgrammingError
 from dpsql.handlers import workloads
 from dpsql.budget.ledger import Ledger
@@ -31,7 +32,7 @@ from dpsql.budget.ledger_accounting import ACCOUNTING_MODES
 from dpsql.deployment.output_files import OutputFiles
 from dpsql.deployment.profile import Profile
 from dpsql.answers.result import Result
-from dpsql.session import BudgetStatus, Session
+from dpsql.session import KEY_RELEASES_SHARE, BudgetStatus, Session
 from dpsql.sql.column_names import postgres_names
 from dpsql.sql.statements import OBJECTIVE_NAMES, BeginWorkload, split_statements
 from dpsql.tables.validation import Validations
@@ -74,6 +75,7 @@ def connect(
     profile: str | Path | None = None,
     analyst: str | None = None,
     accounting: str | None = None,
+    key_release_delta: float | None = None,
 ) -> "Connection":
     """Open a DP connection.
 
@@ -91,7 +93,9 @@ def connect(
     where it errs less, and pure-DP charges alone add up to the declared ε: two privacy filters,
     `mechanisms.privacy_filter`) or ``"zcdp"``
     (`dpsql.budget.ledger_accounting`). With none given, a new ledger gets ε=1, δ=1e-9 and an existing
-    one keeps its stored budget. ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
+    one keeps its stored budget. ``key_release_delta`` is the part of a new zCDP ledger's δ set apart, once
+    and for all, for releases of keys nobody declared (default: half of δ when the catalog has a key column,
+    else none; `dpsql.budget.ledger`). ``query_epsilon`` (default 0.1) or ``query_rho`` is what each
     query that needs new measurements spends. The ledger lives in ``state`` (default:
     ``<database>.dpsql-state`` beside a file database, in memory otherwise).
     ``seed`` makes the noise reproducible: for tests only (never through a profile).
@@ -105,7 +109,7 @@ def connect(
                  "delta": delta is not None, "rho": rho is not None, "state": state is not None,
                  "seed": seed is not None, "read_only": read_only is not None, "user": user is not None,
                  "con": con is not None, "backend": backend != "duckdb", "spark": spark is not None,
-                 "accounting": accounting is not None}
+                 "accounting": accounting is not None, "key_release_delta": key_release_delta is not None}
         chosen = [name for name, was_given in given.items() if was_given]
         if chosen:
             raise ProgrammingError(f"a profile fixes {', '.join(chosen)}: connect with the profile and an analyst only")
@@ -118,7 +122,7 @@ def connect(
         raise ProgrammingError(f"database must be a path, got {type(database).__name__}")
     return _open(database, catalog=catalog, epsilon=epsilon, delta=delta, rho=rho, query_epsilon=query_epsilon,
                  query_rho=query_rho, state=state, seed=seed, dialect=dialect, read_only=read_only, user=user,
-                 con=con, backend=backend, spark=spark, accounting=accounting)
+                 con=con, backend=backend, spark=spark, accounting=accounting, key_release_delta=key_release_delta)
 
 
 def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | None, query_rho: float | None,
@@ -140,6 +144,7 @@ def _connect_profile(profile: Profile, name: str | None, query_epsilon: float | 
         else budget.get("query_epsilon"), query_rho=query_rho if query_rho is not None else budget.get("query_rho"),
         state=profile.ledger, seed=None, dialect=dialect, read_only=profile.read_only, user=who.name,
         engine=profile.engine, key_delta=budget.get("key_delta"), accounting=budget.get("accounting"),
+        key_release_delta=budget.get("key_release_delta"),
         workspace=profile.workspace, allowance=(who.epsilon, who.rho),
         owner_files=profile.owner_files(), output_dir=profile.output_dir,
         confined=True, backend=backend, spark=spark,
@@ -164,10 +169,10 @@ def _open(
     con=None, backend: str | Backend = "duckdb", spark: Any = None, engine: dict | None = None,
     workspace: dict | None = None, allowance: tuple[float | None, float | None] = (None, None),
     owner_files: list = (), output_dir: Path | None = None, confined: bool = False, key_delta: float | None = None,
-    accounting: str | None = None,
+    accounting: str | None = None, key_release_delta: float | None = None,
 ) -> "Connection":
     for name, value in (("epsilon", epsilon), ("rho", rho), ("query_epsilon", query_epsilon), ("query_rho", query_rho),
-                        ("delta", delta)):
+                        ("delta", delta), ("delta", key_release_delta)):
         if value is not None:
             checked(name.removeprefix("query_"), value, name)
     if accounting is not None and accounting not in ACCOUNTING_MODES:
@@ -186,12 +191,15 @@ def _open(
     except duckdb.Error as e:
         raise OperationalError(f"cannot open database {database!r}: {e}") from None
     state_path = _state_path(database, state)
-    ledger = _open_ledger(state_path, unit, total, user)
+    releases_keys = key_delta is not None or any(
+        c.kind == KEY for t in catalog.tables.values() for c in t.columns.values())
+    ledger = _open_ledger(state_path, unit, total, user, key_release_delta,
+                          unit.delta * KEY_RELEASES_SHARE if releases_keys else 0.0)
     if accounting is not None:
         ledger.accounting = accounting
     allowed_epsilon, allowed_rho = allowance
     if allowed_epsilon is not None or allowed_rho is not None:
-        ledger.limit = Budget(ledger.noise, ledger.delta).share(allowed_epsilon, allowed_rho)
+        ledger.limit = ledger.unit.share(allowed_epsilon, allowed_rho)
     names = {t.name.lower(): t.name for t in catalog.tables.values()}
     # Three connections that never see analyst SQL: the scan's, and the one copying public tables
     # into the workspace; the analyst's SQL runs in the workspace, a database of its own.
@@ -215,12 +223,15 @@ def _database_files(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [path for (path,) in con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()]
 
 
-def _open_ledger(path: str, unit: Budget, total: float | None, user: str | None) -> Ledger:
+def _open_ledger(path: str, unit: Budget, total: float | None, user: str | None, events: float | None,
+                 default_events: float) -> Ledger:
+    """The ledger at `path`; a new one with `events` of δ set apart for key releases (else `default_events`)."""
+    split = {"events": events, "default_events": default_events}
     try:
-        return Ledger(path, unit.noise, total, unit.delta, who=user)
+        return Ledger(path, unit.noise, total, unit.delta, who=user, **split)
     except ProgrammingError as e:
         if total is None and "needs a total budget" in str(e):
-            return Ledger(path, unit.noise, unit.share(DEFAULT_EPSILON), unit.delta, who=user)
+            return Ledger(path, unit.noise, unit.share(DEFAULT_EPSILON), unit.delta, who=user, **split)
         raise
 
 

@@ -7,7 +7,7 @@ command line does not list them: they cannot be trusted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,8 @@ class LedgerView:
     total: Amount | None = None
     spent: Amount | None = None
     remaining: Amount | None = None
-    key_delta: float = 0.0
+    key_delta: float = 0.0  # δ key releases spent
+    key_reserve: float = 0.0  # δ the ledger set apart for them
     analysts: list[AnalystBudget] = field(default_factory=list)
     charts: list[Markup] = field(default_factory=list)  # spent and remaining over time
     charges: list[tuple] = field(default_factory=list)
@@ -74,16 +75,14 @@ def owner_view(profile: Profile) -> LedgerView:
 
 
 def _fill(view: LedgerView, ledger: Ledger, profile: Profile) -> None:
-    declared = Budget(ledger.noise, ledger.delta)
+    unit = ledger.unit  # ε at the δ not set apart for key releases, as the analysts' surfaces show it
     charges, releases = ledger.charges(), ledger.releases()
-    view.key_delta = sum(delta for *_, delta, _ in releases)
-    # ε at the δ key releases left, as the analysts' surfaces show it (`Executor.amount`)
-    unit = replace(declared, delta=declared.delta - view.key_delta) if view.key_delta else declared
-    capacity, spent = ledger.capacity(view.key_delta), ledger.spent()
+    view.key_delta, view.key_reserve = sum(delta for *_, delta, _ in releases), ledger.events
+    capacity, spent = ledger.capacity, ledger.spent()
     view.total, view.spent = unit.amount(capacity), unit.amount(spent)
     view.remaining = unit.amount(max(capacity - spent, 0.0))
     by_seq = {c.seq: c for c in charges}
-    limits = {a.name: None if a.epsilon is None and a.rho is None else declared.share(a.epsilon, a.rho)
+    limits = {a.name: None if a.epsilon is None and a.rho is None else unit.share(a.epsilon, a.rho)
               for a in profile.analysts.values()}
     for analyst in profile.analysts.values():
         limit = limits[analyst.name]
@@ -92,7 +91,7 @@ def _fill(view: LedgerView, ledger: Ledger, profile: Profile) -> None:
         view.analysts.append(AnalystBudget(analyst.name, None if limit is None else unit.amount(limit),
                                            unit.amount(mine), unit.amount(max(left, 0.0)),
                                            sum(c.who == analyst.name for c in charges)))
-    view.charts = _timeline_charts(ledger, unit, charges, releases, view.analysts, limits)
+    view.charts = _timeline_charts(ledger, unit, charges, view.analysts, limits)
     view.charges = [(c.seq, _time(c.at), c.who, c.table or "", _rounded(c.epsilon(unit.amount)),
                      _rounded(unit.amount(c.cost).rho), " ".join(c.statement.split())) for c in charges]
     emits: dict[tuple[str, str], int] = {}
@@ -114,33 +113,29 @@ def _fill(view: LedgerView, ledger: Ledger, profile: Profile) -> None:
                                    " ".join(str(_payload(payload, "select")).split())))
 
 
-def _timeline_charts(ledger: Ledger, unit: Budget, charges, releases, analysts: list[AnalystBudget],
+def _timeline_charts(ledger: Ledger, unit: Budget, charges, analysts: list[AnalystBudget],
                      limits: dict[str, float | None]) -> list[Markup]:
-    """ε spent over time, everyone's and each analyst's (their charges and the capacity their key releases took),
-    each allowance a dashed line; and what each could still spend after every charge (within their allowance
-    and what the ledger has left)."""
+    """ε spent over time, everyone's and each analyst's, each allowance a dashed line; and what each could still
+    spend after every charge (within their allowance and what the ledger has left)."""
     if not charges:
         return []
-    deltas = {seq: delta for seq, _, _, _, delta, _ in releases if delta > 0}
-    losses = dict(zip(deltas, ledger.capacity_losses(list(deltas.values()))))
     mine = {a.name: 0.0 for a in analysts}
-    everyone, delta_spent = 0.0, 0.0
+    everyone = 0.0
     spent: dict[str, list] = {"all analysts": []}
     left: dict[str, list] = {"all analysts": [], **{a.name: [] for a in analysts}}
     for c in charges:
         everyone += c.cost
-        delta_spent += deltas.get(c.seq, 0.0)
-        mine[c.who] = mine.get(c.who, 0.0) + c.cost + losses.get(c.seq, 0.0)
+        mine[c.who] = mine.get(c.who, 0.0) + c.cost
         at = c.at.replace(tzinfo=timezone.utc).timestamp()
         spent["all analysts"].append((at, unit.amount(everyone).epsilon))
         spent.setdefault(c.who, []).append((at, unit.amount(mine[c.who]).epsilon))
-        free = max(ledger.capacity(delta_spent) - everyone, 0.0)
+        free = max(ledger.capacity - everyone, 0.0)
         left["all analysts"].append((at, unit.amount(free).epsilon))
         for name in left.keys() - {"all analysts"}:
             limit = limits.get(name)
             left[name].append((at, unit.amount(free if limit is None else max(min(limit - mine[name], free), 0.0))
                                .epsilon))
-    levels = {"all analysts": unit.amount(ledger.capacity(delta_spent)).epsilon}
+    levels = {"all analysts": unit.amount(ledger.capacity).epsilon}
     levels.update({a.name: a.allowance.epsilon for a in analysts if a.allowance is not None and a.name in spent})
     return [charts.lines(spent, "ε spent over time", "charged at (UTC)", "ε spent", x_kind="time", steps=True,
                          levels=levels),
