@@ -144,6 +144,7 @@ class OnMarginals(Matrix):
         if self.coefficients.ndim != 2 or self.coefficients.shape[1] != stack.rows:
             raise ValueError(f"coefficients of shape {self.coefficients.shape} on {stack.rows} marginal cells")
         self.shape = (self.coefficients.shape[0], stack.cells)
+        self._norms: dict[int, np.ndarray] = {}
 
     def _matmat(self, x):
         return xp().asarray(self.coefficients @ self.stack.marginals(np.asarray(to_numpy(x), dtype=float)))
@@ -157,19 +158,23 @@ class OnMarginals(Matrix):
     def gram(self) -> Matrix:
         return Product(self.transpose(), self)
 
-    def column_norms(self, p: int):
-        out = np.empty(self.shape[1])
-        for cells, part in self.stack.column_ranges(self.coefficients):
-            out[cells] = (np.abs(part) ** p).sum(axis=0)
-        return out
+    def _on_cells(self):
+        """(a range of cells, the entries on them), range by range (`MarginalStack.column_ranges`)."""
+        yield from self.stack.column_ranges(self.coefficients)
 
-    def isometric(self) -> np.ndarray:
-        """X·E S^½: the rows in orthonormal coordinates of P's row space (same inner products)."""
-        return self.coefficients @ self.stack.isometry[0]
+    def column_norms(self, p: int):
+        """Σ_i |A_ij|^p, one pass over the cells a range at a time, kept."""
+        if p not in self._norms:
+            out = np.empty(self.shape[1])
+            for cells, part in self._on_cells():
+                out[cells] = (np.abs(part) ** p).sum(axis=0)
+            self._norms[p] = out
+        return self._norms[p]
 
     def pinv(self) -> Matrix:
-        """A⁺ = Pᵀ·E S^-½·(X E S^½)⁺ (the SVD of the rows in isometric coordinates: nothing over the cells)."""
-        lift = self.stack.isometry[1] @ np.linalg.pinv(self.isometric())  # m × rows
+        """A⁺ = Pᵀ·E S^-½·(X E S^½)⁺: the SVD of the rows in orthonormal coordinates of P's row space (the
+        same inner products), nothing over the cells."""
+        lift = self.stack.isometry[1] @ np.linalg.pinv(self.coefficients @ self.stack.isometry[0])  # m × rows
         return OnMarginals(lift.T, self.stack).transpose()
 
 
@@ -202,20 +207,14 @@ class MarginalStrategy(OnMarginals):
             raise ValueError("decimal entries need integers below 10^15 on every cell")
         self.units, self.exponent = units, int(exponent)
         super().__init__(units / 10.0**exponent, stack)
-        self._norms: dict[int, np.ndarray] = {}
 
     def dense(self):
         """The entries on the cells: each the double nearest its decimal (the integers summed, then scaled)."""
         return xp().asarray(self.stack.expand(self.units) / 10.0**self.exponent)
 
-    def column_norms(self, p: int):
-        """Σ_i |A_ij|^p from the entries on the cells (A_ij = the integer on cell j / 10^exponent)."""
-        if p not in self._norms:
-            out = np.empty(self.shape[1])
-            for cells, part in self.stack.column_ranges(self.units):
-                out[cells] = (np.abs(part / 10.0**self.exponent) ** p).sum(axis=0)
-            self._norms[p] = out
-        return self._norms[p]
+    def _on_cells(self):
+        for cells, part in self.stack.column_ranges(self.units):
+            yield cells, part / 10.0**self.exponent
 
     @cached_property
     def lattice(self) -> tuple[Fraction, int]:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import mechanisms.marginal_stack as marginal_stack
+import mechanisms.reconstruction.clique as clique_lsq
 from mechanisms.domain import Domain
 from mechanisms.marginal_stack import MarginalStack, MarginalStrategy
 from mechanisms.matrices import DecimalDense, Dense, Weighted, from_spec, to_spec
@@ -141,3 +142,46 @@ def test_least_squares_on_marginals_equals_dense_least_squares(spanning, weight)
     w1, w2 = (b.matrix(DOMAIN, CLIQUE).dense() for b in (first, second))
     assert np.allclose(model.covariance(first, second), 2.5 * np.einsum("ij,ij->i", w1 @ pinv, w2 @ pinv), rtol=1e-9)
     assert np.allclose(model.solution(), pinv @ y, rtol=1e-9, atol=1e-9)
+
+
+def test_several_strategies_on_marginals_are_solved_together_as_dense_gls():
+    """Two strategies on different cliques of the same cells, one of them measured twice: whitened into one."""
+    other_stack = MarginalStack((5, 4, 3), [(0, 2), (1,)])
+    other = MarginalStrategy(other_stack, np.random.default_rng(11).integers(-99, 100, size=(6, other_stack.rows)), 1)
+    parts = [(partial(), 2.0), (other, 0.5), (partial(), 3.0)]
+    rng = np.random.default_rng(12)
+    answers = [rng.normal(size=s.shape[0]) * 50 for s, _ in parts]
+    model = CliqueLeastSquares(DOMAIN, CLIQUE, [Measurement(CLIQUE, "gaussian", 0.1, v, y, strategy=s)
+                                                for (s, v), y in zip(parts, answers)])
+    assert model._marginal is not None
+    gram = sum(s.dense().T @ s.dense() / v for s, v in parts)
+    rhs = sum(s.dense().T @ y / v for (s, v), y in zip(parts, answers))
+    pinv = np.linalg.pinv(gram)
+    outcomes = []
+    for block in _blocks():
+        w = block.matrix(DOMAIN, CLIQUE).dense()
+        covered = np.abs(w @ pinv @ gram - w).max() <= 1e-8 * max(np.abs(w).max(), 1.0)
+        assert model.covers(block) == covered, block.name
+        outcomes.append(covered)
+        if covered:
+            assert np.allclose(model.estimate(block), w @ pinv @ rhs, rtol=1e-9, atol=1e-9)
+            assert np.allclose(model.variance(block), np.einsum("ij,jk,ik->i", w, pinv, w), rtol=1e-9, atol=1e-12)
+    assert any(outcomes) and not all(outcomes)
+
+
+@pytest.mark.parametrize("dense_limit", [4096, 1])  # the dense pinv of G; conjugate gradients on its implicit gram
+def test_a_strategy_on_marginals_beside_another_kind_is_solved_by_the_general_union(monkeypatch, dense_limit):
+    from mechanisms.matrices import Identity, Kronecker
+
+    monkeypatch.setattr(clique_lsq, "DENSE_LIMIT", dense_limit)
+    parts = [(partial(), 2.0), (Kronecker([Identity(5), Identity(4), Dense(np.ones((1, 3)))]), 1.0)]
+    answers = [np.arange(s.shape[0], dtype=float) for s, _ in parts]
+    model = CliqueLeastSquares(DOMAIN, CLIQUE, [Measurement(CLIQUE, "gaussian", 0.1, v, y, strategy=s)
+                                                for (s, v), y in zip(parts, answers)])
+    assert model._marginal is None and model._union is not None
+    gram = sum(np.asarray(s.dense()).T @ np.asarray(s.dense()) / v for s, v in parts)
+    rhs = sum(np.asarray(s.dense()).T @ y / v for (s, v), y in zip(parts, answers))
+    block = _blocks()[1]  # by a, b: determined by the second strategy
+    w = block.matrix(DOMAIN, CLIQUE).dense()
+    assert model.covers(block)
+    assert np.allclose(model.estimate(block), w @ np.linalg.pinv(gram) @ rhs, rtol=1e-9, atol=1e-9)

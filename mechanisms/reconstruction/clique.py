@@ -16,8 +16,9 @@ inverse-variance weights (that is exactly GLS for them).
   (`kron_apply`), and Var = σ̄²/w² Σ_{s,t} c_s c_t ⊗_g rowdot(F_sg A_g⁺, F_tg A_g⁺)
   since (AᵀA)⁺ = A⁺A⁺ᵀ. Nothing over the clique is ever formed, so 10⁹-cell
   cliques work (`solution` materializes x̂ itself in chunks).
-- **one strategy in marginal coordinates** A = X·P (`mechanisms.marginal_stack`): solved on
-  the marginal coordinates (`mechanisms.reconstruction.on_marginals`), nothing over the cells.
+- **strategies in marginal coordinates** A = X·P (`mechanisms.marginal_stack`), one or several:
+  solved on the marginal coordinates (`mechanisms.reconstruction.on_marginals`), nothing over
+  the cells.
 - **several strategies on ≤ `DENSE_LIMIT` cells**: the dense pseudo-inverse of G.
 - **several strategies on larger cliques**: conjugate gradients on the implicit
   G (each strategy's `gram()`), preconditioned by the exact inverse of the
@@ -44,7 +45,7 @@ from mechanisms.arrays import kron, pinv, to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Matrix, Ones, Weighted, to_spec
 from mechanisms.measurement import Measurement
-from mechanisms.reconstruction.on_marginals import OnMarginalsSolver, on_marginals
+from mechanisms.reconstruction.on_marginals import OnMarginalsSolver, whitened
 from mechanisms.work_cache import WorkCache
 from mechanisms.workload import Block
 
@@ -357,13 +358,13 @@ class CliqueLeastSquares:
                 values = sum(xp().asarray(m.values, dtype=float) / m.variance for m in group) / precision
             parts.append((group[0].strategy, values, 1.0 / precision))
         self._kron = self._union = self._marginal = None
-        if len(parts) == 1:
+        together = whitened(parts)
+        if together is not None:
+            strategy, values = together
+            self._marginal = OnMarginalsSolver(strategy, domain, clique, values)
+        elif len(parts) == 1:
             strategy, values, variance = parts[0]
-            stacked = on_marginals(strategy)
-            if stacked is not None:
-                self._marginal = OnMarginalsSolver(stacked, domain, clique, values, variance)
-            else:
-                self._kron = _KroneckerSolver(strategy, sizes, values, variance)
+            self._kron = _KroneckerSolver(strategy, sizes, values, variance)
         else:
             self._union = _UnionSolver(parts, sizes)
 

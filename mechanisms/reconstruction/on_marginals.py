@@ -1,4 +1,4 @@
-"""Least squares from one strategy in marginal coordinates, A = X·P, on the marginal coordinates alone.
+"""Least squares from strategies in marginal coordinates, A = X·P, on the marginal coordinates alone.
 
 P stacks the marginals on a few cliques of the strategy's clique
 (`mechanisms.marginal_stack`). In orthonormal coordinates of P's row space
@@ -12,8 +12,10 @@ F = F_C·M_C, is T = F_C·(E S^½)_C. Since A⁺ = Pᵀ E S^-½ Ã⁺:
   has, row by row, the norm of F's residual on the cells (an isometry).
 
 A block on attributes inside no clique of P is written on P extended by its own
-clique (the same, on m + |dom B| coordinates). Nothing here is of the size of the
-cells but `solution`, the estimate of every cell.
+clique (the same, on m + |dom B| coordinates). Several measurements, of one
+strategy or of several on the same cells, are first whitened into one at unit
+variance (`whitened`). Nothing here is of the size of the cells but `solution`,
+the estimate of every cell.
 """
 
 from __future__ import annotations
@@ -29,11 +31,31 @@ from mechanisms.workload import Block
 _SPAN_TOLERANCE = 1e-8  # a row's residual norm, relative to its norm (as the clique solvers' checks)
 
 
-def on_marginals(strategy: Matrix) -> OnMarginals | None:
+def _on_marginals(strategy: Matrix) -> OnMarginals | None:
     """The strategy as X·P (a weight folded into X), or None when it is not written on marginals."""
     if isinstance(strategy, Weighted) and isinstance(strategy.base, OnMarginals):
         return OnMarginals(strategy.weight * strategy.base.coefficients, strategy.base.stack)
     return strategy if isinstance(strategy, OnMarginals) else None
+
+
+def whitened(parts: list[tuple[Matrix, object, float]]) -> tuple[OnMarginals, np.ndarray] | None:
+    """Measurements (strategy X_i·P_i, answers y_i, variance v_i > 0) on one clique as one at unit variance:
+    [X_i/√v_i]·P on the union of their cliques, answers [y_i/√v_i] (GLS is least squares on the whitened
+    system); None unless every strategy is written on marginals of the same cells."""
+    stacked = [_on_marginals(a) for a, _, _ in parts]
+    if any(s is None for s in stacked) or len({s.stack.shape for s in stacked}) != 1 \
+            or min(v for _, _, v in parts) <= 0:
+        return None
+    cliques = list(dict.fromkeys(c for s in stacked for c in s.stack.cliques))
+    stack = stacked[0].stack if len(stacked) == 1 else MarginalStack(stacked[0].stack.shape, cliques)
+    rows = []
+    for s, (_, _, variance) in zip(stacked, parts):
+        x = np.zeros((s.shape[0], stack.rows))
+        for b, clique in enumerate(s.stack.cliques):
+            x[:, stack.block(cliques.index(clique))] += s.coefficients[:, s.stack.block(b)]
+        rows.append(x / np.sqrt(variance))
+    values = np.concatenate([np.asarray(to_numpy(y), dtype=float) / np.sqrt(v) for _, y, v in parts])
+    return OnMarginals(np.vstack(rows), stack), values
 
 
 class _Coordinates:
@@ -50,13 +72,11 @@ class _Coordinates:
 
 
 class OnMarginalsSolver:
-    """GLS from (repeated measurements of) one strategy X·P on `clique`: averaged answers `values` of
-    per-entry variance `variance`."""
+    """Least squares from answers `values` (unit variance) of a strategy X·P on `clique` (`whitened`)."""
 
-    def __init__(self, strategy: OnMarginals, domain: Domain, clique: tuple[str, ...], values, variance: float):
+    def __init__(self, strategy: OnMarginals, domain: Domain, clique: tuple[str, ...], values: np.ndarray):
         self.domain, self.clique = domain, clique
-        self.values = np.asarray(to_numpy(values), dtype=float)
-        self.variance = variance
+        self.values = values
         self.coefficients = strategy.coefficients
         self.base = _Coordinates(strategy.stack, strategy.coefficients)
         self._extended: dict[tuple[int, ...], _Coordinates] = {}
@@ -93,7 +113,7 @@ class OnMarginalsSolver:
         return self._applied(block) @ self.values
 
     def cross(self, first: Block, second: Block) -> np.ndarray:
-        return self.variance * np.sum(self._applied(first) * self._applied(second), axis=1)
+        return np.sum(self._applied(first) * self._applied(second), axis=1)
 
     def solution(self, out=None) -> np.ndarray:
         """x̂ = A⁺ȳ on every cell of the clique (`out`, if given, receives it)."""
@@ -105,4 +125,4 @@ class OnMarginalsSolver:
         return out
 
 
-__all__ = ["OnMarginalsSolver", "on_marginals"]
+__all__ = ["OnMarginalsSolver", "whitened"]
