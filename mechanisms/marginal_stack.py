@@ -123,14 +123,15 @@ class MarginalStack:
         """x·P a range of cells at a time: (the cells' range, x·P on them) for consecutive ranges of at most
         `_CHUNK_ENTRIES` entries (at least one cell), covering every cell in order."""
         step = max(1, _CHUNK_ENTRIES // max(x.shape[0], 1))
+        columns = np.ascontiguousarray(x.T)  # gathering its rows copies contiguous runs
+        axes = tuple(range(len(self.shape)))
         for start in range(0, self.cells, step):
             cells = np.arange(start, min(start + step, self.cells))
             grid = np.stack(np.unravel_index(cells, self.shape)) if self.shape else np.zeros((0, cells.size), int)
-            axes = tuple(range(len(self.shape)))
-            out = np.zeros((x.shape[0], cells.size), dtype=x.dtype)
+            out = np.zeros((cells.size, x.shape[0]), dtype=x.dtype)
             for b, clique in enumerate(self.cliques):
-                out += x[:, self.offsets[b] + self._flat(grid, axes, clique)]
-            yield slice(start, start + cells.size), out
+                out += columns[self.offsets[b] + self._flat(grid, axes, clique)]
+            yield slice(start, start + cells.size), np.ascontiguousarray(out.T)
 
     def spec(self) -> dict:
         return {"shape": list(self.shape), "cliques": [list(c) for c in self.cliques]}
