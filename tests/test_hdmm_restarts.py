@@ -94,20 +94,20 @@ def test_settled_counts_the_iterations_to_come_within_restart_tol_of_the_end() -
     assert restarts._settled([1.0]) == 1
 
 
-def test_the_hierarchical_start_leads_where_restarts_are_affordable(monkeypatch) -> None:
+def test_the_hierarchical_start_leads_where_evaluations_are_cheap(monkeypatch) -> None:
     gram = all_range_gram(64)
     led = opt0_laplace(gram, restarts=20, seed=0, max_iter=1000)
     single = opt0_laplace(gram, restarts=1, seed=0, max_iter=1000)
-    monkeypatch.setattr(opt0, "affordable", lambda work, max_iter: False)  # random starts only
+    monkeypatch.setattr(opt0, "_LEAD_WORK", 0.0)  # random starts only, under the default rules
     random = opt0_laplace(gram, restarts=20, seed=0, max_iter=1000)
-    # Under the same rules seed 0's random starts end at a worse optimum (the identity, 43% higher).
-    assert led.error <= random.error * 0.99
+    # Seed 0's random starts end 0.7% higher, after twice the iterations.
+    assert led.error <= random.error * 0.995 and led.iterations < random.iterations
     # One start is a random one, with or without the hierarchical start on offer.
     assert single.error == opt0_laplace(gram, restarts=1, seed=0, max_iter=1000).error
 
 
 def test_random_restarts_race_the_hierarchical_start_from_iteration_20() -> None:
-    # On PREFIX at n = 128 the hierarchical start settles 1.2% above the best random start, whose
-    # runs trail it at iteration 10 and lead by 20: racing from 10 would keep the worse optimum.
-    found = opt0_laplace(prefix_gram(128), restarts=20, seed=0, max_iter=1000)
-    assert found.error < 2540.0
+    # On PREFIX random starts trail the hierarchical start's run at iteration 10 and some lead it
+    # by 20: raced from iteration 10 this solve ends at 1,673.0.
+    found = opt0_laplace(prefix_gram(96), restarts=20, seed=0, max_iter=1000)
+    assert found.error < 1670.0

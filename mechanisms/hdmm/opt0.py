@@ -23,12 +23,13 @@ s = 1 + Θᵀ1, C = diag(s) V diag(s), A = I + ΘᵀΘ and R = (I + ΘΘᵀ)⁻�
 one p×n×n product per evaluation (or p gram products for an implicit V),
 minimized by L-BFGS-B under Θ ≥ 0 from seeded random restarts, each run and the restarts
 stopped when they stop helping (`mechanisms.hdmm.restarts`). Where several starts are allowed
-and restarts are affordable, the hierarchical start (Θ = p contiguous block sums: the two-level
-hierarchy) goes first and random restarts race it: at n = 64 it ends where the best of 30 random
-starts does on ALL RANGE and PREFIX (15% below it on WIDTH 16) in about 30 iterations. At
-n = 1024, where one run is all a solve affords, a random start stays first (from the hierarchical
-start PREFIX ends 10% higher). A strategy's gram inverse has the closed form
-(QᵀQ)⁻¹ = diag(s)(I − ΘᵀRΘ)diag(s) (`p_identity_pinv_gram`), used by OPT⊗ instead of an SVD.
+and an evaluation is cheap (`_LEAD_WORK`), the hierarchical start (Θ = p contiguous block sums:
+the two-level hierarchy) goes first and random restarts race it: at n = 64 it ends where the
+best of 30 random starts does on ALL RANGE and PREFIX (15% below it on WIDTH 16) in about 30
+iterations. On larger domains a random start stays first: from the hierarchical start PREFIX
+ends 1.3-1.5% higher at n = 160-200 and 10% higher at n = 1024. A strategy's gram inverse has
+the closed form (QᵀQ)⁻¹ = diag(s)(I − ΘᵀRΘ)diag(s) (`p_identity_pinv_gram`), used by OPT⊗
+instead of an SVD.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from scipy.optimize import minimize_scalar
 
 from mechanisms.arrays import to_numpy, xp
 from mechanisms.hdmm.error import explicit_error
-from mechanisms.hdmm.restarts import affordable, multistart
+from mechanisms.hdmm.restarts import multistart
 from mechanisms.hdmm.workload import GramOperator
 from mechanisms.interruption import checkpoint
 
@@ -57,6 +58,10 @@ _TOTAL_TOL = 1e-12  # V counts as a multiple of 11ᵀ below this relative residu
 # column sum its error is recomputed exactly. (An upper bound on Θ instead would change
 # L-BFGS-B's steps everywhere and converge worse.)
 _RUNAWAY = 1e3
+# The hierarchical start leads where one evaluation costs at most this many flops (p·n² ≤ 1e5:
+# n ≤ 112 at p = n // 16). Against random-led solves, PREFIX ends within ±0.7% up to there
+# (ALL RANGE and WIDTH 16 up to 15% lower) and 1.3-1.5% higher at n = 160-200.
+_LEAD_WORK = 1e6
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,8 +164,9 @@ def opt0_laplace(
 ) -> Opt0Result:
     """Best p-Identity strategy for gram V over up to `restarts` seeded starts (p defaults to n // 16).
 
-    `init` (p × n) is tried first (warm start); then, if `restarts` > 1 and restarts are
-    affordable (`mechanisms.hdmm.restarts.affordable`), the hierarchical start; the others draw
+    `init` (p × n) is tried first (warm start); then, if `restarts` > 1 and an evaluation
+    is cheap (`_LEAD_WORK`), the hierarchical start, raced from iteration 20 with "settled"
+    patience (`mechanisms.hdmm.restarts`); the others draw
     Θ ~ U(0, 1) from `numpy.random.default_rng(seed)`, so results are
     deterministic for a seed. Runs and restarts stop when they stop helping
     (`mechanisms.hdmm.restarts`).
@@ -180,7 +186,8 @@ def opt0_laplace(
     work = 10.0 * p * n * n  # per evaluation, as its checkpoint counts (about one per iteration)
     first = [] if init is None else [np.asarray(init, dtype=float).reshape(p, n).ravel()]
     cold = (rng.uniform(0.0, 1.0, p * n) for _ in itertools.count())
-    if restarts > 1 and affordable(work, max_iter):
+    lead = restarts > 1 and work <= _LEAD_WORK
+    if lead:
         cold = itertools.chain([hierarchical_start(p, n).ravel()], cold)
     starts = itertools.chain(first, itertools.islice(cold, max(restarts - len(first), 0)))
 
@@ -192,7 +199,7 @@ def opt0_laplace(
 
     found = multistart(
         lambda x: p_identity_objective(x, dv, p), starts, max_iter, ftol=ftol, final=exact, warm=len(first),
-        work_per_iteration=work, patience="settled", first_check=20,
+        work_per_iteration=work, **({"patience": "settled", "first_check": 20} if lead else {}),
     )
     best_theta = found.x.reshape(p, n)
     return Opt0Result(

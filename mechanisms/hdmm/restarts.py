@@ -9,17 +9,18 @@ to what is measured to pay (benchmarks/RESULTS.md, issue 34):
   n = 1024, the 700 iterations after the first 300 gained under 1%);
 - a restart races the best cold run (from a random or structured start, not a warm one): at
   iterations c, 2c, 4c, ... it is abandoned unless ahead of that run at the same iteration
-  by RESTART_TOL (relative). OPT_M races from c = 10; p-Identity solves from c = 20, since
-  their random starts trail the hierarchical start's run at iteration 10 (by 7-38% on
-  PREFIX at n = 128) and some lead it by 20 (from c = 10 every one was abandoned and the
-  solve ended 1.2% higher; OPT_M from c = 20 ends 7% higher on the thesis' Example 4);
+  by RESTART_TOL (relative). By default c = 10; p-Identity solves led by the hierarchical
+  start use c = 20, since random starts trail that start's run at iteration 10 (by 7-38% on
+  PREFIX at n = 128) and some lead it by 20 (PREFIX at n = 96 ends at 1,673.0 from c = 10,
+  1,668.7 from c = 20; OPT_M from c = 20 ends 7% higher on the thesis' Example 4);
 - restarts end once those since the best (or the best cold run) last improved by
   RESTART_TOL have spent as many iterations as the best cold run (patience "run"), or as it
   took to settle, i.e. to come within RESTART_TOL of its end value (patience "settled")
-  (cheap abandoned restarts go on; a full run that does not help is the last). p-Identity
-  solves use "settled": behind the hierarchical start's run, which crawls its last 0.1%,
-  it halves the restarts (OPT⊗ on 64-cell axes: 2-3 runs instead of 4-5) at the same error;
-  OPT_M keeps "run" (with "settled", Example 4 ends at 67,595 instead of 62,886);
+  (cheap abandoned restarts go on; a full run that does not help is the last). By default
+  "run"; p-Identity solves led by the hierarchical start use "settled": behind that start's
+  run, which crawls its last 0.1%, it halves the restarts (OPT⊗ on 64-cell axes: 2-3 runs
+  instead of 4-5) at the same error (OPT_M with "settled" ends 7% higher on Example 4, and
+  random-led p-Identity solves lose: ALL RANGE at n = 64 ends at the identity);
 - and no restart starts once the solve has done RESTART_WORK floating-point operations
   (counted from the objective's cost per evaluation): restarts are spent where they are
   cheap. Measured against the reference hdmm: on small problems (OPT⊗ axes of 64 cells,
@@ -37,7 +38,7 @@ from typing import Callable, Iterable
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
-__all__ = ["Multistart", "multistart", "affordable"]
+__all__ = ["Multistart", "multistart"]
 
 WINDOW = 10
 PROGRESS_TOL = 1e-4
@@ -53,12 +54,6 @@ class Multistart:
     fun: float
     iterations: int
     runs: int
-
-
-def affordable(work_per_iteration: float, max_iter: int) -> bool:
-    """Whether a run to its iteration cap costs at most RESTART_WORK: restarts will then be tried, so a
-    solve may lead with a structured start and let random ones race it."""
-    return work_per_iteration * max_iter <= RESTART_WORK
 
 
 def _checkpoint(k: int, first: int) -> bool:
