@@ -18,9 +18,10 @@ to what is measured to pay (benchmarks/RESULTS.md, issue 34):
   took to settle, i.e. to come within RESTART_TOL of its end value (patience "settled")
   (cheap abandoned restarts go on; a full run that does not help is the last). By default
   "run"; p-Identity solves led by the hierarchical start use "settled": behind that start's
-  run, which crawls its last 0.1%, it halves the restarts (OPT⊗ on 64-cell axes: 2-3 runs
-  instead of 4-5) at the same error (OPT_M with "settled" ends 7% higher on Example 4, and
-  random-led p-Identity solves lose: ALL RANGE at n = 64 ends at the identity);
+  run, which crawls its last 0.1%, it cuts the restarts (OPT⊗ on 64-cell axes: 2-4 runs of
+  49-65 iterations instead of 4-5 of 66-76) at the same error (OPT_M with "settled" ends 7%
+  higher on Example 4, and random-led p-Identity solves lose: ALL RANGE at n = 64 ends at
+  the identity);
 - and no restart starts once the solve has done RESTART_WORK floating-point operations
   (counted from the objective's cost per evaluation): restarts are spent where they are
   cheap. Measured against the reference hdmm: on small problems (OPT⊗ axes of 64 cells,
