@@ -25,7 +25,9 @@ from mechanisms.hdmm.error import (
 from mechanisms.accounting import budget_split
 from mechanisms.hdmm.kron import opt_kron, opt_plus
 from mechanisms.hdmm.marginals import MarginalAlgebra, opt_marginals
-from mechanisms.hdmm.opt0 import opt0_gaussian, opt0_laplace, p_identity_objective, p_identity_strategy
+from mechanisms.hdmm.opt0 import (
+    opt0_gaussian, opt0_laplace, p_identity_objective, p_identity_pinv_gram, p_identity_strategy,
+)
 from mechanisms.hdmm.workload import (
     GramOperator,
     KronGram,
@@ -92,19 +94,37 @@ def test_opt0_gaussian_handles_singular_workloads():
     assert result.error <= result.lower_bound * (1 + 1e-3)
 
 
-def test_p_identity_gradient_and_strategy():
+@pytest.mark.parametrize("gram, p", [(prefix_gram(12), 2), (all_range_gram(40), 3), (GramOperator.all_range(40), 3)])
+def test_p_identity_gradient_and_strategy(gram, p):
     rng = np.random.default_rng(0)
-    gram, p = prefix_gram(12), 2
-    theta = rng.uniform(0, 1, p * 12)
+    dense = gram.dense() if isinstance(gram, GramOperator) else gram
+    n = dense.shape[0]
+    theta = rng.uniform(0, 1, p * n)
     f, g = p_identity_objective(theta, gram, p)
-    q = p_identity_strategy(theta.reshape(p, 12))
+    q = p_identity_strategy(theta.reshape(p, n))
     assert np.allclose(np.abs(q).sum(axis=0), 1.0)
-    assert f == pytest.approx(explicit_error(gram, q, 1), rel=1e-10)
-    for i in (0, 7, 19):
+    assert f == pytest.approx(explicit_error(dense, q, 1), rel=1e-10)
+    for i in (0, 7, 19, p * n - 1):
         e = np.zeros_like(theta)
         e[i] = 1e-6
         fd = (p_identity_objective(theta + e, gram, p)[0] - p_identity_objective(theta - e, gram, p)[0]) / 2e-6
         assert g[i] == pytest.approx(fd, rel=1e-5)
+
+
+@pytest.mark.parametrize("scale", [1.0, 100.0, 1e4])  # 1e4: column sums past _RUNAWAY, through the SVD
+def test_p_identity_pinv_gram_is_the_inverse_of_the_strategy_gram(scale):
+    theta = scale * np.random.default_rng(3).uniform(0, 1, (4, 30))
+    pinv = np.linalg.pinv(p_identity_strategy(theta))
+    exact = pinv @ pinv.T
+    assert np.linalg.norm(p_identity_pinv_gram(theta) - exact) <= 1e-9 * np.linalg.norm(exact)
+
+
+def test_opt_kron_errors_from_closed_forms_equal_the_exact_error():
+    # Both axes share one optimum (the second is a memo hit): every error comes from the closed forms.
+    gram = KronGram.product([all_range_gram(32), all_range_gram(32)], 528 * 528)
+    strategy = opt_kron(gram, 1, restarts=3)
+    assert strategy.templates == ["p-Identity(p=2)", "p-Identity(p=2)"]
+    assert strategy.error == pytest.approx(kron_error(gram, strategy.factors, 1), rel=1e-9)
 
 
 def test_opt0_laplace_reaches_the_published_values_and_is_deterministic():

@@ -35,7 +35,9 @@ import numpy as np
 
 from mechanisms.accounting import budget_split
 from mechanisms.hdmm.error import explicit_error, kron_error, sensitivity
-from mechanisms.hdmm.opt0 import Opt0Result, opt0_gaussian, opt0_laplace, p_identity_exchangeable
+from mechanisms.hdmm.opt0 import (
+    Opt0Result, opt0_gaussian, opt0_laplace, p_identity_exchangeable, p_identity_pinv_gram,
+)
 from mechanisms.hdmm.workload import KronGram
 
 __all__ = ["KronStrategy", "PlusStrategy", "opt_kron", "opt_plus", "rounded", "round_factor"]
@@ -78,7 +80,7 @@ def _axis_opt0(
         key = (p, kind, restarts, max_iter, gap_tol, shape)
         if key in memo:
             cached = memo[key]
-            return replace(cached, error=explicit_error(v, cached.strategy, p))
+            return replace(cached, error=_axis_error(v, cached, p))
     if p == 2:
         result = opt0_gaussian(v, tol=gap_tol, max_iter=max_iter, init=warm)
     elif kind == "identity-total":
@@ -90,10 +92,27 @@ def _axis_opt0(
     return result
 
 
-def _pinv_gram(q: np.ndarray) -> np.ndarray:
-    """(QᵀQ)⁺ = Q⁺Q⁺ᵀ."""
+def _pinv_gram(q: np.ndarray, template: str, theta: np.ndarray | None = None) -> np.ndarray:
+    """(QᵀQ)⁺ of an axis factor: closed forms for Identity, Total (11ᵀ/n²) and p-Identity (Θ given),
+    else Q⁺Q⁺ᵀ by the SVD."""
+    n = q.shape[1]
+    if template == "Identity":
+        return np.eye(n)
+    if template == "Total":
+        return np.full((n, n), 1.0 / n**2)
+    if template.startswith("p-Identity") and theta is not None:
+        return p_identity_pinv_gram(theta)
     pinv = np.linalg.pinv(q)
     return pinv @ pinv.T
+
+
+def _axis_error(v: np.ndarray, result: Opt0Result, p: int) -> float:
+    """‖Q‖_p² tr[(QᵀQ)⁺V] of an axis optimum for another gram V; p-Identity strategies hold a
+    scaled identity, so they support every V and need no support check."""
+    if not result.template.startswith("p-Identity"):
+        return explicit_error(v, result.strategy, p)
+    x = _pinv_gram(result.strategy, result.template, result.warm)
+    return sensitivity(result.strategy, p) ** 2 * float(np.sum(x * v))
 
 
 def opt_kron(
@@ -123,7 +142,7 @@ def opt_kron(
     for n, kind in zip(gram.sizes, kinds):
         factors.append(np.ones((1, n)) if kind == "total" else np.eye(n))
         templates.append("Total" if kind == "total" else "Identity")
-    traces = [gram.traces(i, _pinv_gram(q)) for i, q in enumerate(factors)]
+    traces = [gram.traces(i, _pinv_gram(q, t)) for i, (q, t) in enumerate(zip(factors, templates))]
     error = gram.total(traces)
     warm: list[np.ndarray | None] = [None] * d
     free = [i for i in range(d) if kinds[i] != "total"]
@@ -137,7 +156,7 @@ def opt_kron(
             )
             if result.error < error * (1 - 1e-12):
                 factors[i], templates[i], warm[i] = result.strategy, result.template, result.warm
-                traces[i] = gram.traces(i, _pinv_gram(result.strategy))
+                traces[i] = gram.traces(i, _pinv_gram(result.strategy, result.template, result.warm))
                 error = gram.total(traces)
         single_term = len(gram.coefs) == 1
         if single_term or before - error <= tol * before:
