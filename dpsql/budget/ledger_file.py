@@ -28,6 +28,7 @@ class StateFile:
         self.opened_version: tuple | None = None  # the version when this ledger's last operation began
         self.written_version: tuple | None = None  # ... and when it ended
         self._holds = 0  # nested `holding` blocks
+        self.lease = 0  # how many times this object took the lock: one number per hold (in memory: 0)
         self._held: tuple[ExitStack, duckdb.DuckDBPyConnection] | None = None  # the held connection
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         self._instance: duckdb.DuckDBPyConnection | None = None  # where the file is attached: see `_attached`
@@ -101,6 +102,7 @@ class StateFile:
             raise OperationalError(f"cannot open the ledger lock {self.path + '.lock'!r}: {e}") from None
         with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            self.lease += 1
             self.opened_version = self.version()  # under the lock: the state as the last writer left it
             try:
                 con = self._attached()
