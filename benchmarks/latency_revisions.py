@@ -50,9 +50,9 @@ def main() -> None:
     parser.add_argument("after")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default="latency-revisions.json", help="file name under benchmarks/results")
-    parser.add_argument("latency", nargs=argparse.REMAINDER, help="-- then the arguments of benchmarks.latency")
-    args = parser.parse_args()
-    latency_args = args.latency[1:] if args.latency[:1] == ["--"] else args.latency
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, latency_args = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: benchmarks.latency's
     folder = Path(tempfile.mkdtemp(prefix="dpsql-revisions-"))
     trees = {side: folder / side for side in ("before", "after")}
     commits = {side: export(rev, trees[side]) for side, rev in (("before", args.before), ("after", args.after))}
