@@ -48,7 +48,7 @@ from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, carried, chain_digest, released_keys
 from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, covering_pieces, pieces_text,
                                             chain_head, pure_epsilon, pure_pieces, read_history, stored_pieces)
-from dpsql.budget.ledger_file import StateFile
+from dpsql.budget.ledger_file import StateFile, insert_rows
 from dpsql.budget.ledger_history import KnownHistory
 from dpsql.budget.ledger_verification import chain_problems, measurement_row_digest
 from mechanisms.accounting import epsilon_delta_to_zcdp, zcdp_to_epsilon
@@ -443,8 +443,7 @@ class Ledger(StateFile):
         con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
         if pieces is not None:
             con.execute("INSERT INTO dpsql_pieces VALUES (?, ?)", [seq, pieces])
-        for r in rows:
-            con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
+        insert_rows(con, "dpsql_measurements", [(seq, *r) for r in rows])
         if e.record is not None:
             r = e.record
             con.execute("INSERT INTO dpsql_records VALUES (?, ?, ?, ?, ?, ?)", [seq, r.kind, e.table, r.name, r.delta,
