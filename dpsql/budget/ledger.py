@@ -426,9 +426,9 @@ class Ledger(StateFile):
 
     def _append(self, con, e: "Entry") -> Charge:
         self._generation = next(self._appends)  # before writing: a rolled-back append only makes caches read again
-        last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
-        seq = 1 if last is None else int(last[0]) + 1
-        prev = last[1] if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]
+        last, prev = chain_head(con)
+        seq = 1 if last is None else int(last) + 1
+        prev = prev if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]
         rows = [
             (i, e.table, e.signature, json.dumps(list(m.clique)), m.key,
              None if m.strategy is None else json.dumps(to_spec(m.strategy)), m.noise, m.cost,
