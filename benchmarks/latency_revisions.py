@@ -1,7 +1,8 @@
 """Deployment latency of two revisions side by side: `benchmarks.latency` run alternately on each.
 
 Each revision is exported (`git archive`) to a folder of its own and `python -m benchmarks.latency` runs
-there in a process of its own, the revisions alternating round by round (before, after, before, after, ...),
+there in a process of its own (the after revision's `benchmarks/latency.py` in both trees: one harness),
+the revisions alternating round by round (before, after, before, after, ...),
 so both see the same periods of a shared machine; the load average is recorded around every run. Times are
 CPU seconds of the process (`time.process_time`, DuckDB's threads included), as `benchmarks.latency` reports.
 
@@ -56,6 +57,8 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="dpsql-revisions-"))
     trees = {side: folder / side for side in ("before", "after")}
     commits = {side: export(rev, trees[side]) for side, rev in (("before", args.before), ("after", args.after))}
+    harness = "benchmarks/latency.py"
+    (trees["before"] / harness).write_text((trees["after"] / harness).read_text())
     rows = []
     for r in range(args.rounds):
         for side in ("before", "after"):
