@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,18 +56,21 @@ def main() -> None:
     split = argv.index("--") if "--" in argv else len(argv)
     args, latency_args = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: benchmarks.latency's
     folder = Path(tempfile.mkdtemp(prefix="dpsql-revisions-"))
-    trees = {side: folder / side for side in ("before", "after")}
-    commits = {side: export(rev, trees[side]) for side, rev in (("before", args.before), ("after", args.after))}
-    harness = "benchmarks/latency.py"
-    (trees["before"] / harness).write_text((trees["after"] / harness).read_text())
-    rows = []
-    for r in range(args.rounds):
-        for side in ("before", "after"):
-            load = os.getloadavg()[0]
-            print(f"round {r + 1}, {side} ({commits[side][:10]}), load {load:.1f}", flush=True)
-            for row in run(trees[side], latency_args):
-                rows.append({**row, "side": side, "commit": commits[side], "round": r + 1, "load_before": load,
-                             "load_after": os.getloadavg()[0]})
+    try:
+        trees = {side: folder / side for side in ("before", "after")}
+        commits = {side: export(rev, trees[side]) for side, rev in (("before", args.before), ("after", args.after))}
+        harness = "benchmarks/latency.py"
+        (trees["before"] / harness).write_text((trees["after"] / harness).read_text())
+        rows = []
+        for r in range(args.rounds):
+            for side in ("before", "after"):
+                load = os.getloadavg()[0]
+                print(f"round {r + 1}, {side} ({commits[side][:10]}), load {load:.1f}", flush=True)
+                for row in run(trees[side], latency_args):
+                    rows.append({**row, "side": side, "commit": commits[side], "round": r + 1, "load_before": load,
+                                 "load_after": os.getloadavg()[0]})
+    finally:
+        shutil.rmtree(folder)  # the exported trees
     (RESULTS / args.out).write_text(json.dumps({"command": sys.argv, "rows": rows}, indent=1) + "\n")
     print("\nms CPU, median over rounds (min-max): first answer minus exact")
     keys = dict.fromkeys((row["rows"], row["storage"], row["query"]) for row in rows)
