@@ -14,7 +14,9 @@ so the scans skip the checks. For single queries (COUNT, filtered COUNT, AVG, ME
 - exact: the same query in plain DuckDB SQL (the catalog's clamping and NULL rules
   written out), best of 5;
 - first answer: a fresh profile connection with a fresh ledger file, the query measured and
-  answered (ledger read, plan, scan, noise, charge), median of 5 fresh connections;
+  answered (ledger read, plan, scan, noise, charge), median of 5 fresh connections; with
+  `--ledger-charges N`, each fresh ledger file starts as a copy of one holding N earlier charges
+  (of 1e-7 ρ each, on another table), as a ledger in use does;
 - re-ask: the same query again on that connection (answered free from the model), median of 20;
 - EXPLAIN: a fresh connection, the plan with its expected error and predicted time (no data
   read), median of 5;
@@ -27,6 +29,7 @@ Goals (issue 34): first answer <= exact + 50 ms, re-ask <= 5 ms (workload: <= 10
 <= 30 ms, the workload's first answer <= 0.5 s CPU at 1M rows.
 
     python -m benchmarks.latency [--rows 1000000 10000000] [--strings [--validated]] [--fresh 5]
+                                 [--ledger-charges N]
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pathlib import Path
 import duckdb
 
 import dpsql
+from dpsql.budget.ledger_entries import Entry
 from dpsql.interfaces import cli
 from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML, create_people_table
 
@@ -90,14 +94,22 @@ class Deployment:
     """A profile over the database, each connection made with a ledger file of its own (so each first
     answer is a first answer), as an analyst's surface connects."""
 
-    def __init__(self, folder: Path, database: Path, catalog: Path):
+    def __init__(self, folder: Path, database: Path, catalog: Path, earlier_charges: int = 0):
         self.folder, self.database, self.catalog, self.made = folder, database, catalog, 0
+        self.seed: Path | None = None  # a ledger file holding the earlier charges, copied for each connection
+        if earlier_charges:
+            with self.connect() as c:
+                c.session.ledger.charge_all([Entry(1e-7, f"SELECT {i}", "earlier", "sig", [])
+                                             for i in range(earlier_charges)])
+            self.seed = self.folder / f"state{self.made}.dpsql-state"
 
     def connect(self):
         self.made += 1
-        profile = self.folder / f"profile{self.made}.toml"
+        profile, state = self.folder / f"profile{self.made}.toml", self.folder / f"state{self.made}.dpsql-state"
+        if self.seed is not None:
+            shutil.copyfile(self.seed, state)
         profile.write_text(f'[data]\ndatabase = "{self.database}"\ncatalog = "{self.catalog}"\n'
-                           f'ledger = "{self.folder / f"state{self.made}.dpsql-state"}"\n'
+                           f'ledger = "{state}"\n'
                            '[budget]\nepsilon = 10\ndelta = 1e-9\nquery_epsilon = 0.1\n[analysts.bench]\n')
         return dpsql.connect(profile=str(profile), analyst="bench")
 
@@ -137,6 +149,8 @@ def main() -> None:
     parser.add_argument("--validated", action="store_true", help="with --strings: the owner validated the table")
     parser.add_argument("--fresh", type=int, default=5, help="fresh connections per query (default 5)")
     parser.add_argument("--no-workload", action="store_true", help="skip the 10-query workload")
+    parser.add_argument("--ledger-charges", type=int, default=0,
+                        help="earlier charges each fresh ledger holds (default 0: an empty ledger)")
     args = parser.parse_args()
     storage = ("validated" if args.validated else "strings") if args.strings else "typed"
     rows_out = []
@@ -151,14 +165,14 @@ def main() -> None:
         if args.validated:
             _validate(database, catalog)
         con = duckdb.connect(str(database), read_only=True)  # opened as an owner's database is
-        deployment = Deployment(folder, database, catalog)
+        deployment = Deployment(folder, database, catalog, args.ledger_charges)
         with deployment.connect() as c:
             c.cursor().execute(QUERIES[0][1])  # warm imports and DuckDB once
         cases = [(name, dp, [exact]) for name, dp, exact in QUERIES]
         if not args.no_workload:
             cases.append(("10-query workload", WORKLOAD, [e for _, e in BI]))
         for name, dp_sql, exact_sqls in cases:
-            r = {"rows": rows, "storage": storage, "query": name, "sql": dp_sql,
+            r = {"rows": rows, "storage": storage, "query": name, "sql": dp_sql, "ledger_charges": args.ledger_charges,
                  **measure(deployment, con, dp_sql, exact_sqls, args.fresh)}
             rows_out.append(r)
             explain = f" | EXPLAIN {r['explain_ms']:6.1f} ms ({r['explain_cpu_ms']:6.1f} CPU)" if "explain_ms" in r else ""

@@ -299,3 +299,19 @@ def test_statements_racing_in_processes_never_overspend(tmp_path):
     ledger = Ledger(state, "gaussian", None, 1e-9)
     assert answered == len(ledger.charges()) == 14  # floor(1 / 0.07) of 18 distinct queries
     assert ledger.spent() <= 1.0 + 1e-9 and ledger.verify() == []
+
+
+def test_a_charge_of_many_measurements_round_trips_exactly(tmp_path):
+    """Measurements are inserted many rows per statement (`ledger_file.insert_rows`): 150 of them (three
+    statements), with and without strategies and keys, are read back bit for bit and verify."""
+    rng = np.random.default_rng(1)
+    made = [Measurement(("age",), "gaussian", 0.001, float(rng.random()), rng.normal(size=i % 7),
+                        key=None if i % 3 else f"q{i}", strategy=Prefix(i % 7) if i % 2 and i % 7 else None)
+            for i in range(150)]
+    ledger = Ledger(str(tmp_path / "state"), "gaussian", 1.0, 1e-9)
+    ledger.charge(0.15, "SELECT many", "people", "sig", made)
+    stored = ledger.measurements("people", "sig")
+    assert [(m.variance, m.key, m.values.tolist()) for m in stored] == \
+        [(m.variance, m.key, m.values.tolist()) for m in made]
+    assert [m.strategy is None for m in stored] == [m.strategy is None for m in made]
+    assert ledger.verify() == []

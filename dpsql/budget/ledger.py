@@ -50,8 +50,9 @@ import numpy as np
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, carried, chain_digest, released_keys
 from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, covering_pieces, pieces_text,
-                                            pure_epsilon, pure_pieces, read_history, stored_pieces)
-from dpsql.budget.ledger_file import StateFile
+                                            chain_head, pure_epsilon, pure_pieces, read_history, stored_pieces)
+from dpsql.budget.ledger_file import StateFile, insert_rows
+from dpsql.budget.ledger_history import KnownHistory
 from dpsql.budget.ledger_verification import chain_problems, measurement_row_digest
 from dpsql.budget.units import Budget
 from mechanisms.accounting import zcdp_to_epsilon
@@ -128,8 +129,8 @@ class Ledger(StateFile):
         self._records_cache: tuple | None = None  # (files' signature, every record): see `records`
         self._models_cache: dict[str, tuple[str, dict]] = {}  # SHA-256 -> (signature, model): see `models`
         self._tables: set[str] = set()  # state tables known to exist (tables are never dropped): see `_has`
-        self._appends = itertools.count(1)  # an in-memory state's cache version: see `_cache_version`
-        self._generation = 0
+        self._appends = itertools.count(1)  # appends begun: an in-memory state's cache version (`_cache_version`)
+        self._generation, self._known_history = 0, KnownHistory()  # see `_history`
         with self._open() as con:
             for stmt in _SCHEMA:
                 con.execute(stmt)
@@ -176,7 +177,7 @@ class Ledger(StateFile):
         ledger.who, ledger.limit = _user(), None
         ledger._status_cache = ledger._records_cache = None
         ledger._models_cache, ledger._tables = {}, set()
-        ledger._appends, ledger._generation = itertools.count(1), 0
+        ledger._appends, ledger._generation, ledger._known_history = itertools.count(1), 0, KnownHistory()
         with ledger._open() as con:
             try:
                 rows = con.execute(f"SELECT noise, total, delta, {_events_column(con)} FROM dpsql_budget").fetchall()
@@ -439,11 +440,10 @@ class Ledger(StateFile):
                 0.0, "", None, None, [], None, Record(KEYS, "", [], delta))]))
 
     def _append(self, con, e: "Entry") -> Charge:
-        if self._memory is not None:  # before writing: a rolled-back append only makes caches read again
-            self._generation = next(self._appends)
-        last = con.execute("SELECT seq, hash FROM dpsql_ledger ORDER BY seq DESC LIMIT 1").fetchone()
-        seq = 1 if last is None else int(last[0]) + 1
-        prev = last[1] if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]
+        self._generation = next(self._appends)  # before writing: a rolled-back append only makes caches read again
+        last, prev = chain_head(con)
+        seq = 1 if last is None else int(last) + 1
+        prev = prev if last is not None else con.execute("SELECT hash FROM dpsql_budget").fetchone()[0]
         rows = [
             (i, e.table, e.signature, json.dumps(list(m.clique)), m.key,
              None if m.strategy is None else json.dumps(to_spec(m.strategy)), m.noise, m.cost,
@@ -458,8 +458,7 @@ class Ledger(StateFile):
         con.execute("INSERT INTO dpsql_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [*entry, prev, digest])
         if pieces is not None:
             con.execute("INSERT INTO dpsql_pieces VALUES (?, ?)", [seq, pieces])
-        for r in rows:
-            con.execute("INSERT INTO dpsql_measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [seq, *r])
+        insert_rows(con, "dpsql_measurements", [(seq, *r) for r in rows])
         if e.record is not None:
             r = e.record
             con.execute("INSERT INTO dpsql_records VALUES (?, ?, ?, ?, ?, ?)", [seq, r.kind, e.table, r.name, r.delta,
@@ -534,7 +533,7 @@ class Ledger(StateFile):
                 "SELECT seq, charged_at, who, table_name, statement, cost, detail FROM dpsql_ledger ORDER BY seq"
             ).fetchall()
             pieces = dict(con.execute("SELECT seq, pieces FROM dpsql_pieces").fetchall()) \
-                if _has_table(con, "dpsql_pieces") else {}
+                if self._has(con, "dpsql_pieces") else {}
         return [Charge(*r, pure_epsilon(stored_pieces(pieces.get(r[0])))) for r in rows]
 
     def head(self) -> str:
@@ -584,8 +583,9 @@ class Ledger(StateFile):
         memory (only this object writes it, every change through `_append`) how many appends began."""
         return ("memory", self._generation) if self._memory is not None else self.version()
 
-    def _history(self, con) -> History:
-        return read_history(con, self._has(con, "dpsql_pieces"), self._has(con, "dpsql_records"))
+    def _history(self, con) -> History:  # read again only when the state may have changed: `ledger_history`
+        return self._known_history.read(self.lease, self._generation, lambda: chain_head(con), lambda: read_history(
+            con, self._has(con, "dpsql_pieces"), self._has(con, "dpsql_records")))
 
     def _has(self, con, table: str) -> bool:
         """Whether the state holds `table` (ledgers written before it existed do not); a table once seen is

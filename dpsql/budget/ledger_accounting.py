@@ -51,8 +51,14 @@ def charge_pieces(cost: float, text: str | None) -> list[Piece]:
     return covering_pieces(cost, stored_pieces(text))
 
 
-def read_history(con, has_pieces: bool, has_records: bool) -> History:
-    """The history of the ledger open on `con` (every charge's mechanisms, every key release's δ)."""
+def chain_head(con) -> tuple:
+    """The chain's head on `con`: the last charge's (seq, hash), (None, None) before the first charge."""
+    return con.execute("SELECT max(seq), arg_max(hash, seq) FROM dpsql_ledger").fetchone()
+
+
+def read_history(con, has_pieces: bool, has_records: bool) -> tuple[tuple, History]:
+    """The history of the ledger open on `con` (every charge's mechanisms, every key release's δ), and the
+    chain's head it was read at (`chain_head`)."""
     if has_pieces:
         # Only charges with pure pieces are read piece by piece: a Gaussian-only charge is the Gaussian of its ρ.
         rows = con.execute(f"SELECT l.cost, CASE WHEN p.pieces LIKE '%{LAPLACE_PIECE}%' THEN p.pieces END "
@@ -60,9 +66,9 @@ def read_history(con, has_pieces: bool, has_records: bool) -> History:
     else:
         rows = [(cost, None) for (cost,) in con.execute("SELECT cost FROM dpsql_ledger ORDER BY seq").fetchall()]
     pieces = [p for cost, text in rows for p in charge_pieces(float(cost), text)]
-    delta = float(con.execute("SELECT COALESCE(SUM(delta), 0) FROM dpsql_records").fetchone()[0]) \
-        if has_records else 0.0
-    return History().plus(pieces, delta)
+    records = "(SELECT COALESCE(SUM(delta), 0) FROM dpsql_records)" if has_records else "0"
+    *head, delta = con.execute(f"SELECT max(seq), arg_max(hash, seq), {records} FROM dpsql_ledger").fetchone()
+    return tuple(head), History().plus(pieces, float(delta))
 
 
 def pure_pieces(pieces: tuple[Piece, ...] | None) -> list[Piece]:

@@ -28,6 +28,7 @@ class StateFile:
         self.opened_version: tuple | None = None  # the version when this ledger's last operation began
         self.written_version: tuple | None = None  # ... and when it ended
         self._holds = 0  # nested `holding` blocks
+        self.lease = 0  # how many times this object took the lock: one number per hold (in memory: 0)
         self._held: tuple[ExitStack, duckdb.DuckDBPyConnection] | None = None  # the held connection
         self._memory = duckdb.connect(":memory:") if path == ":memory:" else None
         self._instance: duckdb.DuckDBPyConnection | None = None  # where the file is attached: see `_attached`
@@ -101,6 +102,7 @@ class StateFile:
             raise OperationalError(f"cannot open the ledger lock {self.path + '.lock'!r}: {e}") from None
         with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            self.lease += 1
             self.opened_version = self.version()  # under the lock: the state as the last writer left it
             try:
                 con = self._attached()
@@ -170,3 +172,15 @@ class StateFile:
         self._drop_instance()
         if self._memory is not None:
             self._memory.close()
+
+
+_ROWS_PER_INSERT = 64  # rows per INSERT statement (each row one parameter list)
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
+    """Insert `rows` (each a full row of `table`, in order) in INSERT statements of many rows each: one
+    statement per row costs a DuckDB round trip (about a millisecond) each."""
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start:start + _ROWS_PER_INSERT]
+        row = "(" + ", ".join("?" * len(chunk[0])) + ")"
+        con.execute(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(chunk)), [v for r in chunk for v in r])
