@@ -349,3 +349,5 @@ def test_a_ledger_written_before_the_split_keeps_its_capacity_and_releases_no_mo
     assert zcdp_to_epsilon(old.capacity, 1e-6 - 2e-7) == pytest.approx(1.0, rel=1e-9)
     with pytest.raises(BudgetExceededError, match="set apart"):
         old.check_delta(0.001, 1e-8)
+    with pytest.raises(ProgrammingError, match="fixed"):  # a split cannot be chosen after the fact
+        Ledger(path, "gaussian", total, 1e-6, events=5e-7)

@@ -49,11 +49,12 @@ import numpy as np
 
 from dpsql.errors import BudgetExceededError, OperationalError, ProgrammingError
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, carried, chain_digest, released_keys
-from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, covering_pieces, pieces_text,
-                                            chain_head, pure_epsilon, pure_pieces, read_history, stored_pieces)
-from dpsql.budget.ledger_file import StateFile, insert_rows
+from dpsql.budget.ledger_accounting import (EXACT, PIECES_TABLE, accountant, chain_head, checked_events,
+                                            covering_pieces, pieces_text, pure_epsilon, pure_pieces, read_history,
+                                            stored_pieces)
+from dpsql.budget.ledger_file import StateFile, events_column, has_table, insert_rows
 from dpsql.budget.ledger_history import KnownHistory
-from dpsql.budget.ledger_verification import chain_problems, measurement_row_digest
+from dpsql.budget.ledger_verification import chain_problems, chained_rows, measurement_row_digest
 from dpsql.budget.units import Budget
 from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
@@ -113,9 +114,9 @@ class Ledger(StateFile):
     Charges are made in the name of `who`; with a `limit` (set by a deployment
     profile), `who`'s own charges may add up to at most that much. `events` is the part of a zCDP ledger's δ
     set apart for key releases, fixed by the connection that creates it (the module docstring); later ones
-    that give one must agree (`default_events`: what a new one sets apart unless `events` is given). `accounting` is how a zCDP ledger
-    composes its history (`dpsql.budget.ledger_accounting`: EXACT, the default, or ZCDP); per-analyst limits
-    count every charge's ρ.
+    that give one must agree (`default_events`: what a new one sets apart unless `events` is given).
+    `accounting` is how a zCDP ledger composes its history (`dpsql.budget.ledger_accounting`: EXACT, the
+    default, or ZCDP); per-analyst limits count every charge's ρ.
     """
 
     accounting: str = EXACT
@@ -140,7 +141,7 @@ class Ledger(StateFile):
             if row is None:
                 if total is None:
                     raise ProgrammingError("a new ledger needs a total budget: pass epsilon (and delta) or rho")
-                reserved = _checked_events(default_events if events is None else events, noise, delta)
+                reserved = checked_events(default_events if events is None else events, noise, delta)
                 created = _now()
                 con.execute(
                     "INSERT INTO dpsql_budget VALUES (?, ?, ?, ?, ?, ?)",
@@ -160,10 +161,12 @@ class Ledger(StateFile):
                 f"the ledger at {path!r} already holds a {stored_noise} budget of {unit}={stored_total:g} "
                 f"(δ={stored_delta:g}); connect with the same budget, or without one to use it"
             )
-        if events is not None and row[3] is not None and not np.isclose(events, row[3], rtol=1e-9, atol=0.0):
+        if events is not None and not np.isclose(events, stored_events, rtol=1e-9, atol=0.0):
             raise ProgrammingError(
-                f"the ledger at {path!r} set apart δ={row[3]:g} for key releases when it was created; the split is "
-                f"fixed (connect without key_release_delta, or with {row[3]:g})")
+                f"the ledger at {path!r} set apart δ={stored_events:g} for key releases " + (
+                    "when it was created" if row[3] is not None else "(the δ its releases spent before the split "
+                    "was stored)") + f"; the split is fixed (connect without key_release_delta, or with "
+                f"{stored_events:g})")
         self.noise, self.total, self.delta = stored_noise, float(stored_total), float(stored_delta)
         self.events = float(stored_events)
 
@@ -180,7 +183,7 @@ class Ledger(StateFile):
         ledger._appends, ledger._generation, ledger._known_history = itertools.count(1), 0, KnownHistory()
         with ledger._open() as con:
             try:
-                rows = con.execute(f"SELECT noise, total, delta, {_events_column(con)} FROM dpsql_budget").fetchall()
+                rows = con.execute(f"SELECT noise, total, delta, {events_column(con)} FROM dpsql_budget").fetchall()
             except duckdb.Error:
                 raise OperationalError(f"{path!r} is not a dpsql ledger (it has no budget declaration)") from None
             if len(rows) != 1:
@@ -546,23 +549,7 @@ class Ledger(StateFile):
         """Recompute the hash chain and the budget; returns the problems found (empty: intact)."""
         with self._open() as con:
             try:
-                budget = con.execute(f"SELECT noise, total, delta, created, hash, {_events_column(con)} "
-                                     "FROM dpsql_budget").fetchall()
-                ledger = con.execute(
-                    "SELECT seq, charged_at, who, table_name, statement, cost, detail, prev_hash, hash "
-                    "FROM dpsql_ledger ORDER BY seq"
-                ).fetchall()
-                stored = con.execute(
-                    "SELECT seq, position, table_name, signature, clique, query_key, strategy, noise, cost, "
-                    "variance, vals FROM dpsql_measurements ORDER BY seq, position"
-                ).fetchall()
-                records = con.execute(
-                    "SELECT seq, kind, name, delta, payload FROM dpsql_records ORDER BY seq").fetchall() \
-                    if _has_table(con, "dpsql_records") else []
-                models = con.execute("SELECT seq, spec FROM dpsql_models ORDER BY seq").fetchall() \
-                    if _has_table(con, "dpsql_models") else []
-                pieces = dict(con.execute("SELECT seq, pieces FROM dpsql_pieces").fetchall()) \
-                    if _has_table(con, "dpsql_pieces") else {}
+                budget, ledger, stored, records, models, pieces = chained_rows(con)
             except duckdb.Error as e:
                 return [f"the ledger tables were altered ({str(e).splitlines()[0]})"]
         problems, spent, charged = chain_problems(budget, ledger, stored, records, models, pieces)
@@ -590,35 +577,10 @@ class Ledger(StateFile):
     def _has(self, con, table: str) -> bool:
         """Whether the state holds `table` (ledgers written before it existed do not); a table once seen is
         remembered, as none is ever dropped (asking DuckDB's catalog costs about a millisecond)."""
-        if table not in self._tables and _has_table(con, table):
+        if table not in self._tables and has_table(con, table):
             self._tables.add(table)
         return table in self._tables
 
-
-
-def _checked_events(events: float, noise: str, delta: float) -> float:
-    """The δ a new ledger sets apart for key releases: at least 0, and below δ on a zCDP ledger (all of it would
-    leave the charges' ρ no δ to convert at); none on a pure-DP one."""
-    if noise != "gaussian" or delta <= 0:
-        if events:
-            raise ProgrammingError("a pure ε-DP ledger has no δ to set apart for key releases")
-        return 0.0
-    if not 0 <= events < delta:
-        raise ProgrammingError(f"key_release_delta must be at least 0 and below the ledger's δ ({delta:g}), "
-                               f"got {events:g}")
-    return float(events)
-
-
-def _events_column(con) -> str:
-    """The budget's `events` column, or NULL in a ledger written before it existed (opened to read only)."""
-    return "events" if con.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = "
-                                   "'dpsql_budget' AND column_name = 'events'").fetchone()[0] else "NULL"
-
-
-def _has_table(con, name: str) -> bool:
-    """Whether the state holds table `name` (ledgers written before it existed do not)."""
-    return bool(con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ?", [name])
-                .fetchone()[0])
 
 
 def _now() -> datetime:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from dpsql.errors import ProgrammingError
 from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.privacy_filter import LAPLACE_PIECE, Accountant, History, Piece, zcdp_total
 
@@ -26,6 +27,19 @@ def accountant(total: float, delta: float, events: float = 0.0) -> Accountant:
     """The accountant of a zCDP ledger of ρ `total` at `delta` with `events` of δ set apart for δ events: its
     declared (ε, δ) is the one that ρ gives at δ."""
     return Accountant(zcdp_to_epsilon(total, delta), delta, zcdp_total(total, delta, events), events)
+
+
+def checked_events(events: float, noise: str, delta: float) -> float:
+    """The δ a new ledger sets apart for key releases: at least 0, and below δ on a zCDP ledger (all of it would
+    leave the charges' ρ no δ to convert at); none on a pure-DP one."""
+    if noise != "gaussian" or delta <= 0:
+        if events:
+            raise ProgrammingError("a pure ε-DP ledger has no δ to set apart for key releases")
+        return 0.0
+    if not 0 <= events < delta:
+        raise ProgrammingError(f"key_release_delta must be at least 0 and below the ledger's δ ({delta:g}), "
+                               f"got {events:g}")
+    return float(events)
 
 
 def pieces_text(pieces: tuple[Piece, ...]) -> str:

@@ -177,6 +177,18 @@ class StateFile:
 _ROWS_PER_INSERT = 64  # rows per INSERT statement (each row one parameter list)
 
 
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the state holds table `name` (ledgers written before it existed do not)."""
+    return bool(con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ?", [name])
+                .fetchone()[0])
+
+
+def events_column(con: duckdb.DuckDBPyConnection) -> str:
+    """The budget's `events` column, or NULL in a ledger written before it existed (opened to read only)."""
+    return "events" if con.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = "
+                                   "'dpsql_budget' AND column_name = 'events'").fetchone()[0] else "NULL"
+
+
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
     """Insert `rows` (each a full row of `table`, in order) in INSERT statements of many rows each: one
     statement per row costs a DuckDB round trip (about a millisecond) each."""

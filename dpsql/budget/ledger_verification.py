@@ -1,6 +1,6 @@
 """Verifying a ledger's hash chain: every charge, its measurements, records, models and mechanisms.
 
-`chain_problems` walks the rows a ledger stores (`dpsql.budget.ledger.Ledger.verify` reads them) and
+`chain_problems` walks the rows a ledger stores (`chained_rows` reads them for `dpsql.budget.ledger.Ledger.verify`) and
 recomputes each digest; the budget check against the total stays with the ledger.
 """
 
@@ -13,12 +13,31 @@ import numpy as np
 
 from dpsql.budget.ledger_accounting import charge_pieces
 from dpsql.budget.ledger_entries import MODEL, carried, chain_digest
+from dpsql.budget.ledger_file import events_column, has_table
 
 
 def measurement_row_digest(row: tuple) -> str:
     """Digest of one stored measurement row (everything but its seq)."""
     *fields, vals = row
     return chain_digest(*fields, np.asarray(vals, dtype=np.float64).tobytes().hex())
+
+
+def chained_rows(con) -> tuple[list, list, list, list, list, dict]:
+    """Every row the chain covers, as `chain_problems` takes them (raises duckdb.Error when a table was altered):
+    the budget declaration, the charges, measurements, records, models and mechanisms."""
+    budget = con.execute(f"SELECT noise, total, delta, created, hash, {events_column(con)} "
+                         "FROM dpsql_budget").fetchall()
+    ledger = con.execute("SELECT seq, charged_at, who, table_name, statement, cost, detail, prev_hash, hash "
+                         "FROM dpsql_ledger ORDER BY seq").fetchall()
+    stored = con.execute("SELECT seq, position, table_name, signature, clique, query_key, strategy, noise, cost, "
+                         "variance, vals FROM dpsql_measurements ORDER BY seq, position").fetchall()
+    records = con.execute("SELECT seq, kind, name, delta, payload FROM dpsql_records ORDER BY seq").fetchall() \
+        if has_table(con, "dpsql_records") else []
+    models = con.execute("SELECT seq, spec FROM dpsql_models ORDER BY seq").fetchall() \
+        if has_table(con, "dpsql_models") else []
+    pieces = dict(con.execute("SELECT seq, pieces FROM dpsql_pieces").fetchall()) \
+        if has_table(con, "dpsql_pieces") else {}
+    return budget, ledger, stored, records, models, pieces
 
 
 def chain_problems(budget: list, ledger: list, stored: list, records: list, models: list, pieces: dict
