@@ -33,7 +33,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from mechanisms.arrays import to_numpy
-from mechanisms.matrices import DecimalDense, Matrix
+from mechanisms.matrices import DecimalDense, Dense
 from mechanisms.interruption import checkpoint
 
 # Relative size below which a pivot of W's QR counts as zero (rank detection).
@@ -61,7 +61,7 @@ class Factorization:
     dual certificate: no linear strategy has a smaller error.
     """
 
-    strategy: Matrix  # `DecimalDense` on explicit rows, `MarginalStrategy` in marginal coordinates
+    strategy: Dense
     error: float
     lower_bound: float
     rank: int
@@ -109,8 +109,8 @@ class RowSpace:
         """An upper bound of every partial sum of units·B (units: r×r integers)."""
         raise NotImplementedError
 
-    def strategy(self, units: np.ndarray, exponent: int) -> Matrix:
-        """units·B / 10^exponent (units: r×r integers) as a matrix of exact decimals."""
+    def integer(self, units: np.ndarray) -> np.ndarray:
+        """units·B exactly, as int64 (r×n)."""
         raise NotImplementedError
 
     def determines(self, c: np.ndarray) -> bool:
@@ -135,9 +135,8 @@ class ExplicitRows(RowSpace):
     def magnitude(self, units: np.ndarray) -> float:
         return float((np.abs(units) @ np.abs(self.basis)).max())
 
-    def strategy(self, units: np.ndarray, exponent: int) -> Matrix:
-        # Exact: partial sums below 10^15; entries the doubles nearest ≤15-digit decimals.
-        return DecimalDense(units.astype(np.int64) @ self.basis.astype(np.int64), exponent)
+    def integer(self, units: np.ndarray) -> np.ndarray:
+        return units.astype(np.int64) @ self.basis.astype(np.int64)  # exact: partial sums below 10^15
 
     def determines(self, c: np.ndarray) -> bool:
         a = c @ self.basis
@@ -169,7 +168,7 @@ def _round_columns(c: np.ndarray, digits: int) -> tuple[np.ndarray | None, int]:
     return units, e
 
 
-def _on_lattice(space: RowSpace, r_mat: np.ndarray, c: np.ndarray, z: np.ndarray) -> tuple[Matrix, float] | None:
+def _on_lattice(space: RowSpace, r_mat: np.ndarray, c: np.ndarray, z: np.ndarray) -> tuple[Dense, float] | None:
     """C·B with C rounded to the fewest DIGITS that keep the error, computed exactly; and its error."""
     exact = _error(space, r_mat, c, z)
     found = None
@@ -183,7 +182,7 @@ def _on_lattice(space: RowSpace, r_mat: np.ndarray, c: np.ndarray, z: np.ndarray
     if found is None or not space.determines(found[0] / 10.0 ** found[1]):
         return None
     units, exponent, error = found
-    return space.strategy(units, exponent), error
+    return DecimalDense(space.integer(units), exponent), error  # entries: the doubles nearest ≤15-digit decimals
 
 
 def _sensitivity2(space: RowSpace, r_mat: np.ndarray, c: np.ndarray) -> float:

@@ -508,7 +508,6 @@ STORED_KINDS = {
     "HierarchicalStrategy": "mechanisms.ranges.trees",
     "HaarStrategy": "mechanisms.ranges.wavelet",
     "Centering": "mechanisms.residual",
-    "MarginalStrategy": "mechanisms.marginal_stack",
 }
 
 

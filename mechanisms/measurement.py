@@ -22,7 +22,6 @@ from math import gcd, prod
 import numpy as np
 
 from mechanisms.arrays import to_numpy
-from mechanisms.marginal_stack import MarginalStrategy
 from mechanisms.matrices import DecimalDense, Dense, Diagonal, Identity, Matrix, Ones
 from mechanisms.noise import (
     RandomSource,
@@ -266,8 +265,6 @@ def exact_work(query: Matrix | None) -> tuple[int, int]:
     """
     if query is None:
         return 0, 0
-    if isinstance(query, MarginalStrategy):  # integer units: no entry is read as a decimal
-        return 0, query.exact_work()
     entries = operations = 0
     for _, factors in _product_terms(query):
         shape = [f.shape[1] for f in factors]
@@ -310,8 +307,6 @@ def forget_lattices() -> None:
 
 
 def _factor_step(f: Matrix) -> Fraction:
-    if isinstance(f, MarginalStrategy):
-        return f.lattice[0]
     if isinstance(f, (Identity, Ones, Diagonal)):
         return lattice_step(_factor_entries(f))
     return _dense_lattice(f)[0]
@@ -432,8 +427,6 @@ def query_step(query: Matrix | None) -> Fraction:
 
 def _exact_answer(query: Matrix, counts: np.ndarray) -> tuple[Fraction, list[int]]:
     """(γ, exact answers in units of γ) for a query that is a (sum of weighted) Kronecker product."""
-    if isinstance(query, MarginalStrategy):
-        return _marginal_answer(query, counts)
     terms = _kronecker_terms(query)
     step = _fraction_gcd([s for s, _, _ in terms if s != 0])
     total = np.zeros(query.shape[0], dtype=np.int64)
@@ -450,17 +443,3 @@ def _exact_answer(query: Matrix, counts: np.ndarray) -> tuple[Fraction, list[int
         part = part.astype(object) * multiplier if multiplier.dtype == object else part * multiplier
         total = total + part if _fits(total, 1, 2) and _fits(part, 1, 2) else total.astype(object) + part
     return step, total.tolist()
-
-
-def _marginal_answer(query: MarginalStrategy, counts: np.ndarray) -> tuple[Fraction, list[int]]:
-    """(γ, exact answers in units of γ) of a strategy in marginal coordinates: units·(P·counts), exact
-    integers, divided by the gcd g of its integers on the cells (every answer, a sum of multiples of g, is
-    one); nothing is written out on the cells."""
-    step, common = query.lattice
-    if common == 0:
-        return step, [0] * query.shape[0]
-    marginals = query.stack.marginals(_as_int64(counts.ravel()))[:, 0]
-    answers = [int(v) for v in _exact_dot(query.units, marginals, 0)]
-    if any(v % common for v in answers):
-        raise ArithmeticError("strategy answers are not multiples of the lattice step")
-    return step, [v // common for v in answers]

@@ -9,14 +9,9 @@ from dpsql.deployment.demo_data import PEOPLE_CATALOG_TOML
 from dpsql.sql.compiler import compile_query
 from dpsql.tables.catalog import Catalog
 from mechanisms.factorization import optimal_factorization
-from mechanisms.factorization_marginals import MarginalRows, marginal_coordinates, marginal_factorization
+from mechanisms.factorization_marginals import MarginalStack, marginal_coordinates, marginal_factorization
 from mechanisms.interruption import recording
-from mechanisms.marginal_stack import MarginalStack, MarginalStrategy
-from mechanisms.matrices import DecimalDense
-from mechanisms.work_cache import clear_all
-from mechanisms.workload import Workload
-from planner.families.factorization import FACTORIZATION, FactorizationFamily
-from planner.planner import plan_workload
+from planner.families.factorization import FactorizationFamily
 
 CATALOG = Catalog.from_toml(PEOPLE_CATALOG_TOML)
 DOMAIN = CATALOG.get("people").domain
@@ -82,9 +77,7 @@ def test_marginal_coordinates_give_the_explicit_optimum_and_a_valid_certificate(
     weighted = rows * np.sqrt(weights)[:, None]
     exact = (a**2).sum(axis=0).max() * np.sum((weighted @ np.linalg.pinv(a)) ** 2)
     assert fast.error == pytest.approx(exact, rel=1e-8)
-    # Exact decimals, kept in marginal coordinates: integers on the marginals' cells, summed on each cell.
-    assert fast.strategy.units.shape == (fast.rank, stack.rows)
-    assert np.array_equal(stack.expand(fast.strategy.units), np.rint(a * 10.0**fast.strategy.exponent))
+    assert np.array_equal(fast.strategy.units, np.rint(a * 10.0**fast.strategy.exponent))  # exact decimals
 
 
 def test_a_marginal_step_announces_far_less_work_than_an_explicit_one():
@@ -108,26 +101,3 @@ def test_the_family_answers_disconnected_blocks_with_one_strategy_on_their_union
     [allocation] = family.allocate(bs)
     assert allocation.clique == ("sex", "race", "education", "marital", "region")
     assert family.unit_error(bs) < np.inf
-
-
-def test_the_plan_in_marginal_coordinates_expects_the_error_of_the_strategy_written_out(monkeypatch):
-    """The strategy kept as X·P plans exactly as the same strategy written out on the cells: same
-    sensitivity and lattice, so the same noise; the same least-squares errors to rounding."""
-    workload = Workload(DOMAIN, blocks())
-    clear_all()
-    kept = plan_workload(workload, 0.5, "gaussian", 1e-9, families=[FACTORIZATION])
-
-    def written_out(self, units, exponent):
-        return DecimalDense(self.stack.expand(units.astype(np.int64) @ self.v.astype(np.int64)), exponent)
-
-    monkeypatch.setattr(MarginalRows, "strategy", written_out)
-    clear_all()
-    dense = plan_workload(workload, 0.5, "gaussian", 1e-9, families=[FACTORIZATION])
-    clear_all()
-    [ours], [theirs] = kept.measurements, dense.measurements
-    assert isinstance(ours.strategy, MarginalStrategy) and type(theirs.strategy) is DecimalDense
-    assert np.array_equal(ours.strategy.dense(), theirs.strategy.dense())
-    assert (ours.sensitivity, ours.variance) == (theirs.sensitivity, theirs.variance)
-    assert kept.expected_rmse.keys() == dense.expected_rmse.keys()
-    for name, rmse in kept.expected_rmse.items():
-        assert rmse == pytest.approx(dense.expected_rmse[name], rel=1e-9)

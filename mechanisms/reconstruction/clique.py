@@ -16,9 +16,6 @@ inverse-variance weights (that is exactly GLS for them).
   (`kron_apply`), and Var = σ̄²/w² Σ_{s,t} c_s c_t ⊗_g rowdot(F_sg A_g⁺, F_tg A_g⁺)
   since (AᵀA)⁺ = A⁺A⁺ᵀ. Nothing over the clique is ever formed, so 10⁹-cell
   cliques work (`solution` materializes x̂ itself in chunks).
-- **strategies in marginal coordinates** A = X·P (`mechanisms.marginal_stack`), one or several:
-  solved on the marginal coordinates (`mechanisms.reconstruction.on_marginals`), nothing over
-  the cells.
 - **several strategies on ≤ `DENSE_LIMIT` cells**: the dense pseudo-inverse of G.
 - **several strategies on larger cliques**: conjugate gradients on the implicit
   G (each strategy's `gram()`), preconditioned by the exact inverse of the
@@ -45,7 +42,6 @@ from mechanisms.arrays import kron, pinv, to_numpy, xp
 from mechanisms.domain import Domain
 from mechanisms.matrices import Dense, Diagonal, Identity, Kronecker, Matrix, Ones, Weighted, to_spec
 from mechanisms.measurement import Measurement
-from mechanisms.reconstruction.on_marginals import OnMarginalsSolver, whitened
 from mechanisms.work_cache import WorkCache
 from mechanisms.workload import Block
 
@@ -148,8 +144,9 @@ def _digest(a: Matrix) -> str:
 
 
 # Pseudo-inverses of explicit factors by content, across models of this process (planning costs a strategy's
-# error and answering then solves with the same strategy; an SVD costs milliseconds).
-_PINVS = WorkCache(64, max_bytes=64 << 20, size=lambda p: 8 * p.shape[0] * p.shape[1])
+# error and answering then solves with the same strategy; an SVD costs milliseconds, seconds for a strategy on a
+# large union clique: 128 MiB keeps one of 69 × 161,051, the optimal factorization of taxi's range dashboard).
+_PINVS = WorkCache(64, max_bytes=128 << 20, size=lambda p: 8 * p.shape[0] * p.shape[1])
 
 
 def _pinv(factor: Matrix) -> Matrix:
@@ -333,8 +330,6 @@ class _UnionSolver:
 
 def _full_column_rank(f: Matrix, pinv: Matrix) -> bool:
     n = f.shape[1]
-    if f.shape[0] < n:  # fewer rows than columns: never (and A⁺A would be n × n)
-        return False
     return bool(xp().allclose(_dense(pinv) @ _dense(f), xp().eye(n), atol=1e-8))
 
 
@@ -357,16 +352,11 @@ class CliqueLeastSquares:
             else:
                 values = sum(xp().asarray(m.values, dtype=float) / m.variance for m in group) / precision
             parts.append((group[0].strategy, values, 1.0 / precision))
-        self._kron = self._union = self._marginal = None
-        together = whitened(parts)
-        if together is not None:
-            strategy, values = together
-            self._marginal = OnMarginalsSolver(strategy, domain, clique, values)
-        elif len(parts) == 1:
+        if len(parts) == 1:
             strategy, values, variance = parts[0]
-            self._kron = _KroneckerSolver(strategy, sizes, values, variance)
+            self._kron, self._union = _KroneckerSolver(strategy, sizes, values, variance), None
         else:
-            self._union = _UnionSolver(parts, sizes)
+            self._kron, self._union = None, _UnionSolver(parts, sizes)
 
     def _terms(self, block: Block):
         """[(coef, per-attribute factors over this clique)] for the block's Kronecker terms."""
@@ -378,15 +368,11 @@ class CliqueLeastSquares:
     def covers(self, block: Block) -> bool:
         if not set(block.attributes(self.domain)) <= set(self.clique):
             return False
-        if self._marginal is not None:
-            return self._marginal.covers(block)
         if self._kron is not None:
             return self._kron.covers(self._terms(block))
         return self._union.covers(self._matrix(block), self._terms(block))
 
     def estimate(self, block: Block) -> np.ndarray:
-        if self._marginal is not None:
-            return self._marginal.estimate(block)
         if self._kron is not None:
             return to_numpy(self._kron.estimate(self._terms(block)))
         return to_numpy(self._matrix(block).matvec(self._union.x))
@@ -395,8 +381,6 @@ class CliqueLeastSquares:
         return self.covariance(block, block)
 
     def covariance(self, first: Block, second: Block) -> np.ndarray:
-        if self._marginal is not None:
-            return self._marginal.cross(first, second)
         if self._kron is not None:
             return to_numpy(self._kron.cross(self._terms(first), self._terms(second)))
         solved = self._union.solve_rows(self._matrix(first))  # cells × rows
@@ -406,11 +390,8 @@ class CliqueLeastSquares:
     def solution(self, out=None) -> np.ndarray:
         """The least-squares estimate x̂ of the whole clique marginal (large: mind the memory).
 
-        For a Kronecker strategy or one in marginal coordinates `out` may be a preallocated (e.g.
-        memory-mapped) array.
+        For a Kronecker strategy `out` may be a preallocated (e.g. memory-mapped) array.
         """
-        if self._marginal is not None:
-            return self._marginal.solution(out)
         if self._kron is not None:
             return to_numpy(self._kron.solution(out))
         return to_numpy(self._union.x)

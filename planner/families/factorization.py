@@ -12,16 +12,14 @@ marginal cells × rank² + rank³)) when its cliques have fewer marginal cells t
 it has cells, else on its explicit rows (`mechanisms.factorization`, O(cells ×
 rank²) a step).
 
-Gaussian noise only (the duality is for L2 sensitivity). On explicit rows the
-strategy is written out on the cells; in marginal coordinates it stays there
-(`mechanisms.marginal_stack.MarginalStrategy`), but its exact sensitivity and
-lattice still pass over its rank × cells entries, and strategies changed after
-their release (keys grown) are written out. So groups beyond `MAX_CELLS` cells,
+Gaussian noise only (the duality is for L2 sensitivity). The strategy is written
+out on the cells (rank × cells), so groups beyond `MAX_CELLS` cells,
 `MAX_MARGINAL` marginal cells (`MAX_EXPLICIT` cells on explicit rows),
-`MAX_RANK` independent queries or `PINV_DENSE_LIMIT` strategy entries get
-math.inf (HDMM, range trees and marginals cover those), and the optimization
-stops after `PLANNING_WORK` operations with the best strategy found (its gap to
-the optimum is still certified and shown).
+`MAX_RANK` independent queries or `PINV_DENSE_LIMIT` strategy entries (least
+squares densifies its pseudo-inverse) get math.inf
+(HDMM, range trees and marginals cover those), and the optimization stops after
+`PLANNING_WORK` operations with the best strategy found (its gap to the optimum
+is still certified and shown).
 """
 
 from __future__ import annotations
@@ -124,7 +122,7 @@ class FactorizationFamily:
     def _optimize(self, blocks: list[Block]) -> tuple[Clique, Factorization] | None:
         path = self._path(blocks)
         if path == "marginals":
-            # Past rank × cells = PINV_DENSE_LIMIT, no strategy (see the module docstring).
+            # Least squares needs the strategy's dense pseudo-inverse: past its limit, no strategy.
             return marginal_factorization(self.domain, blocks, max_work=PLANNING_WORK, max_entries=PINV_DENSE_LIMIT)
         if path is None:
             return None
@@ -138,13 +136,11 @@ class FactorizationFamily:
 
 
 def _strategy_bytes(solved: tuple[Clique, Factorization] | None) -> int:
-    """Its integers and their doubles (rank × cells on explicit rows, rank × marginal cells in marginal
-    coordinates), and the column norms its sensitivity keeps (two per cell at most)."""
-    return 0 if solved is None else 16 * (solved[1].strategy.units.size + solved[1].strategy.shape[1])
+    return 0 if solved is None else 16 * solved[1].strategy.shape[0] * solved[1].strategy.shape[1]
 
 
 # Solutions kept across planning calls of this process, by `_declared` (public declarations only).
-_SOLVED = WorkCache(64, max_bytes=128 << 20, size=_strategy_bytes)
+_SOLVED = WorkCache(64, max_bytes=256 << 20, size=_strategy_bytes)
 
 
 def _label(f: Factorization) -> str:
