@@ -61,7 +61,7 @@ from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalErro
 from dpsql.tables.key_domains import over_current
 from dpsql.budget.ledger import Ledger
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, model_record, released_keys
-from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise, cheaper_target
+from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise, cheaper_target, fits
 from dpsql.answers.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery, KeySelection
 from mechanisms.accounting import Amount
@@ -80,6 +80,7 @@ from planner.families import split
 from planner.fairness import floored_split
 from planner.plan import TOTAL_SQUARED, Plan
 from planner.planner import budget_for_accuracy, plan_workload
+from planner.remeasure import FreshErrors, Weak, weak
 from planner.timing import ScanSpeed
 from planner.timing import predict as predict_time
 
@@ -155,6 +156,7 @@ class Executor:
         self.hybrid_mean = "blend"  # SET dpsql.hybrid_mean: AVG over a hybrid table, or "kvh", "pwh"
         self._fitted: dict[str, tuple[int, GraphicalModelEstimator]] = {}  # per table: (measurements, the fit)
         self._results: dict[int, tuple[CompiledQuery, tuple, str, Result]] = {}  # see `_answer`
+        self.fresh = FreshErrors()  # a block's error measured alone at a share (`planner.remeasure`)
 
     # --- what is known ------------------------------------------------------------------
     def model(self, table: Table) -> LeastSquaresModel:
@@ -208,23 +210,32 @@ class Executor:
         model = self.answering(table)
         return max(float(model.answer(total)[0][0]), 1.0) if model.covers(total) else None
 
-    def uncovered(self, queries: list[CompiledQuery], exact: bool = False) -> dict[str, tuple[Table, list, list]]:
-        """Per table: (table, blocks that need measurements, blocks answered free); with `exact`, only
-        blocks least squares determines are free (a generative model does not answer them)."""
+    def uncovered(self, queries: list[CompiledQuery], sizing: Sizing | None = None) -> dict[str, tuple[Table, list, list]]:
+        """Per table: (table, blocks that need measurements, blocks answered free). With a `sizing` that asks
+        for its own budget or accuracy, only blocks least squares determines are free (a generative model
+        does not answer them); with a share that fits, a block determined far worse than the share would
+        measure it is measured again (`planner.remeasure`)."""
         out: dict[str, tuple[Table, dict[str, Any], list]] = {}
+        share = sizing.budget / len(queries) if sizing and sizing.budget and queries and fits(
+            self.ledger, sizing.budget) else None
         for q in queries:
             if q.noisy_max is not None:  # its counts are never measured: only the pick is released
                 raise NotSupportedError(f"{q.sql.strip()!r} is answered by report-noisy-max in a statement of its "
                                         "own (not in a workload, a subquery or EXPLAIN PARETO)")
             table = q.table
-            model = self.model(table) if exact else self.answering(table)
+            model = self.model(table) if sizing and sizing.measure_unmeasured else self.answering(table)
             _, needed, free = out.setdefault(table.name, (table, {}, []))
             for b in q.blocks:
-                if model.covers(b):
+                if model.covers(b) and (share is None or self.weak(table, b, share) is None):
                     free.append(b)
                 else:
                     needed.setdefault(b.fingerprint(table.domain), b)
         return {name: (t, list(needed.values()), free) for name, (t, needed, free) in out.items()}
+
+    def weak(self, table: Table, block: Block, share: float) -> Weak | None:
+        """Why a determined block is measured again at a share per query (`planner.remeasure`), or None."""
+        return weak(self.model(table), block, self.fresh, share, self.budget.noise, self.budget.delta,
+                    table.contribution, self.planning_limit(1))
 
     # --- 1. plan --------------------------------------------------------------------------
     def plan(self, queries: list[CompiledQuery], sizing: Sizing, timed: bool = False) -> dict[str, tuple[Table, Plan]]:
@@ -251,7 +262,7 @@ class Executor:
 
     def _plan_within(self, limit: PlanningLimit, queries: list[CompiledQuery], sizing: Sizing, timed: bool):
         noise, delta = self.budget.noise, self.budget.delta
-        pending = self.uncovered(queries, sizing.measure_unmeasured)
+        pending = self.uncovered(queries, sizing)
         needing = {name: (t, bs) for name, (t, bs, _) in pending.items() if bs}
         shares: dict[str, float] = {}
         if len(needing) == 1 and sizing.max_rmse is None:
@@ -268,7 +279,9 @@ class Executor:
         for name, (table, blocks, free) in pending.items():
             workload = Workload(table.domain, blocks)
             rows = self.rows(table)
-            existing = self.model(table).measurements
+            again = {b.name: w.describe() for b in blocks if sizing.budget and self.model(table).covers(b)
+                     and (w := self.weak(table, b, sizing.budget / len(queries)))}
+            existing = () if again else self.model(table).measurements  # planned fresh (`planner.remeasure`)
             if not blocks:
                 plan = Plan(noise, delta, [], {}, {}, [], "answered from earlier measurements")
             elif sizing.max_rmse is not None:
@@ -294,6 +307,7 @@ class Executor:
                 plan.expected_rmse[b.name] = float(np.sqrt(np.mean(model.variance(b))))
                 plan.free_source[b.name] = model.source_name(b)
             plan.free = [b.name for b in free]
+            plan.remeasured = again
             plans[name] = (table, plan)
         return plans
 
@@ -319,7 +333,7 @@ class Executor:
                 raise NotSupportedError(f"{original.table.name} holds fewer than 2 client reports (over its columns "
                                         "as they are now): nothing to blend yet; nothing was charged")
         if sizing.max_rmse is None and sizing.budget and any(
-                blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
+                blocks for _, blocks, _ in self.uncovered(queries, sizing).values()):
             check_share(self.ledger, self.budget, sizing.budget, self.check_affordable)  # refused before planned
         plans = self.plan(queries, sizing)
         charges = {name: charge_of(plan, self.budget.noise) for name, (_, plan) in plans.items()}

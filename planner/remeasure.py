@@ -1,0 +1,75 @@
+"""When a block that earlier measurements determine is measured again: a free answer far weaker than a fresh one.
+
+Least squares answers every block in the span of a table's measurements, free — however poorly those
+measurements determine it: a MEDIAN under a narrow filter read off an earlier (age × hours) strategy can
+carry an expected error a hundred times what its own share would buy, and a session of k queries at equal
+shares would then leave most of its budget unspent while answering badly. The rule: a determined block is
+**measured again** (charged, and combined with the earlier measurements by the least-squares model that
+answers it; planned as fresh measurements, since least squares over all of them can only be better) when a
+fresh measurement of the block alone, at the statement's share per query, would have an
+expected variance below `FRESH_FRACTION` of the variance the model gives it now (RMSE more than 2× better).
+
+A query asked again with nothing new stays free: its block was measured at that share already, so the model's
+variance is at most about the fresh one. Blocks a generative model answers (no error bound) are left to
+`Sizing.measure_unmeasured`. The caller applies the rule only where the share fits in the remaining budget
+(else the weak answer stays free rather than being refused).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mechanisms.domain import Domain
+from mechanisms.reconstruction import LeastSquaresModel
+from mechanisms.workload import Block, Workload
+from planner.planning_limit import PlanningLimit
+from planner.planner import plan_workload
+
+FRESH_FRACTION = 0.25  # measured again when fresh variance < this × the current variance
+
+
+@dataclass(frozen=True)
+class Weak:
+    """Why a determined block is measured again: its current expected RMSE and a fresh measurement's."""
+
+    current: float
+    fresh: float
+
+    def describe(self) -> str:
+        return (f"measured again: earlier measurements give expected RMSE {self.current:.4g}, a fresh measurement at "
+                f"the statement's share {self.fresh:.4g} (variance below {FRESH_FRACTION:g}x); planned fresh, the "
+                "answer combines both, so its error is at most the fresh one's")
+
+
+@dataclass
+class FreshErrors:
+    """Expected RMSE of a block measured alone at a share, planned once per (block, share, noise) and kept
+    (planning reads no data: the figure depends on the declaration only)."""
+
+    kept: dict[tuple, float] = field(default_factory=dict)
+
+    def rmse(self, block: Block, domain: Domain, share: float, noise: str, delta: float, contribution: int,
+             limit: PlanningLimit | None) -> float:
+        key = (block.fingerprint(domain), share, noise, delta, contribution)
+        if key not in self.kept:
+            plan = plan_workload(Workload(domain, [block]), share, noise, delta, (), contribution=contribution,
+                                 limit=limit)
+            self.kept[key] = plan.expected_rmse[block.name]
+        return self.kept[key]
+
+
+def weak(model: LeastSquaresModel, block: Block, fresh: FreshErrors, share: float, noise: str, delta: float,
+         contribution: int, limit: PlanningLimit | None) -> Weak | None:
+    """The reason to measure a block the model determines again, or None when its free answer stands."""
+    if not model.covers(block):
+        return None
+    current = float(np.sqrt(np.mean(model.variance(block))))
+    if not np.isfinite(current) or current == 0.0 or share <= 0:
+        return None
+    again = fresh.rmse(block, model.domain, share, noise, delta, contribution, limit)
+    return Weak(current, again) if again ** 2 < FRESH_FRACTION * current ** 2 else None
+
+
+__all__ = ["FRESH_FRACTION", "FreshErrors", "Weak", "weak"]
