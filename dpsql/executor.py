@@ -5,8 +5,8 @@ of each table's measurements (loaded from the ledger, so earlier answers stay fr
 the generative models of adaptive releases. A statement goes through these steps:
 
 1. **plan** (`plan`): the blocks no model determines yet are planned per table (data-free,
-   bounded by the planning budget, `planner.planning_limit`); blocks a model determines
-   are free; the plan's cost is checked against what remains;
+   bounded by the planning budget, `planner.planning_limit`); blocks a model determines are
+   free unless far weaker than the share buys (`planner.remeasure`); the cost is checked;
 2. **release, charged** (`charged`): the backend computes the exact marginals of the planned
    cliques in one scan per table, reading only rows in the bins the measurements read
    (`measurement.support`), exact noise is added (or an adaptive procedure, AIM or RAP, runs
@@ -80,7 +80,7 @@ from planner.families import split
 from planner.fairness import floored_split
 from planner.plan import TOTAL_SQUARED, Plan
 from planner.planner import budget_for_accuracy, plan_workload
-from planner.remeasure import FreshErrors, Weak, weak
+from planner.remeasure import Remeasure
 from planner.timing import ScanSpeed
 from planner.timing import predict as predict_time
 
@@ -156,7 +156,7 @@ class Executor:
         self.hybrid_mean = "blend"  # SET dpsql.hybrid_mean: AVG over a hybrid table, or "kvh", "pwh"
         self._fitted: dict[str, tuple[int, GraphicalModelEstimator]] = {}  # per table: (measurements, the fit)
         self._results: dict[int, tuple[CompiledQuery, tuple, str, Result]] = {}  # see `_answer`
-        self.fresh = FreshErrors()  # a block's error measured alone at a share (`planner.remeasure`)
+        self.remeasure = Remeasure(budget.noise, budget.delta, lambda: self.planning_limit(1))
 
     # --- what is known ------------------------------------------------------------------
     def model(self, table: Table) -> LeastSquaresModel:
@@ -211,13 +211,10 @@ class Executor:
         return max(float(model.answer(total)[0][0]), 1.0) if model.covers(total) else None
 
     def uncovered(self, queries: list[CompiledQuery], sizing: Sizing | None = None) -> dict[str, tuple[Table, list, list]]:
-        """Per table: (table, blocks that need measurements, blocks answered free). With a `sizing` that asks
-        for its own budget or accuracy, only blocks least squares determines are free (a generative model
-        does not answer them); with a share that fits, a block determined far worse than the share would
-        measure it is measured again (`planner.remeasure`)."""
+        """Per table: (table, blocks that need measurements, blocks answered free): with `measure_unmeasured`
+        only least squares' blocks; with a share that fits, not those far weaker (`planner.remeasure`)."""
         out: dict[str, tuple[Table, dict[str, Any], list]] = {}
-        share = sizing.budget / len(queries) if sizing and sizing.budget and queries and fits(
-            self.ledger, sizing.budget) else None
+        share = sizing and sizing.budget and fits(self.ledger, sizing.budget) and sizing.budget / max(len(queries), 1)
         for q in queries:
             if q.noisy_max is not None:  # its counts are never measured: only the pick is released
                 raise NotSupportedError(f"{q.sql.strip()!r} is answered by report-noisy-max in a statement of its "
@@ -226,16 +223,11 @@ class Executor:
             model = self.model(table) if sizing and sizing.measure_unmeasured else self.answering(table)
             _, needed, free = out.setdefault(table.name, (table, {}, []))
             for b in q.blocks:
-                if model.covers(b) and (share is None or self.weak(table, b, share) is None):
+                if model.covers(b) and not (share and self.remeasure.weak(self.model(table), b, share, table.contribution)):
                     free.append(b)
                 else:
                     needed.setdefault(b.fingerprint(table.domain), b)
         return {name: (t, list(needed.values()), free) for name, (t, needed, free) in out.items()}
-
-    def weak(self, table: Table, block: Block, share: float) -> Weak | None:
-        """Why a determined block is measured again at a share per query (`planner.remeasure`), or None."""
-        return weak(self.model(table), block, self.fresh, share, self.budget.noise, self.budget.delta,
-                    table.contribution, self.planning_limit(1))
 
     # --- 1. plan --------------------------------------------------------------------------
     def plan(self, queries: list[CompiledQuery], sizing: Sizing, timed: bool = False) -> dict[str, tuple[Table, Plan]]:
@@ -279,8 +271,7 @@ class Executor:
         for name, (table, blocks, free) in pending.items():
             workload = Workload(table.domain, blocks)
             rows = self.rows(table)
-            again = {b.name: w.describe() for b in blocks if sizing.budget and self.model(table).covers(b)
-                     and (w := self.weak(table, b, sizing.budget / len(queries)))}
+            again = self.remeasure.reasons(self.model(table), blocks, sizing.budget, len(queries), table.contribution)
             existing = () if again else self.model(table).measurements  # planned fresh (`planner.remeasure`)
             if not blocks:
                 plan = Plan(noise, delta, [], {}, {}, [], "answered from earlier measurements")

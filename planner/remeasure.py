@@ -17,7 +17,8 @@ variance is at most about the fresh one. Blocks a generative model answers (no e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -43,33 +44,39 @@ class Weak:
                 "answer combines both, so its error is at most the fresh one's")
 
 
-@dataclass
-class FreshErrors:
-    """Expected RMSE of a block measured alone at a share, planned once per (block, share, noise) and kept
-    (planning reads no data: the figure depends on the declaration only)."""
+class Remeasure:
+    """The rule for one ledger's noise: `weak` says why a block is measured again. A fresh block's expected RMSE
+    at a share is planned once and kept (planning reads no data: it depends on the declaration only)."""
 
-    kept: dict[tuple, float] = field(default_factory=dict)
+    def __init__(self, noise: str, delta: float, limit: Callable[[], PlanningLimit | None]):
+        self.noise, self.delta, self.limit = noise, delta, limit
+        self.kept: dict[tuple, float] = {}
 
-    def rmse(self, block: Block, domain: Domain, share: float, noise: str, delta: float, contribution: int,
-             limit: PlanningLimit | None) -> float:
-        key = (block.fingerprint(domain), share, noise, delta, contribution)
+    def fresh(self, block: Block, domain: Domain, share: float, contribution: int) -> float:
+        """The expected RMSE of the block measured alone at `share`, on nothing earlier."""
+        key = (block.fingerprint(domain), share, contribution)
         if key not in self.kept:
-            plan = plan_workload(Workload(domain, [block]), share, noise, delta, (), contribution=contribution,
-                                 limit=limit)
+            plan = plan_workload(Workload(domain, [block]), share, self.noise, self.delta, (),
+                                 contribution=contribution, limit=self.limit())
             self.kept[key] = plan.expected_rmse[block.name]
         return self.kept[key]
 
+    def weak(self, model: LeastSquaresModel, block: Block, share: float, contribution: int) -> Weak | None:
+        """The reason to measure a block the model determines again at `share`, or None when its free answer
+        stands (or the model does not determine it)."""
+        if not model.covers(block) or share <= 0:
+            return None
+        current = float(np.sqrt(np.mean(model.variance(block))))
+        if not np.isfinite(current) or current == 0.0:
+            return None
+        fresh = self.fresh(block, model.domain, share, contribution)
+        return Weak(current, fresh) if fresh ** 2 < FRESH_FRACTION * current ** 2 else None
 
-def weak(model: LeastSquaresModel, block: Block, fresh: FreshErrors, share: float, noise: str, delta: float,
-         contribution: int, limit: PlanningLimit | None) -> Weak | None:
-    """The reason to measure a block the model determines again, or None when its free answer stands."""
-    if not model.covers(block):
-        return None
-    current = float(np.sqrt(np.mean(model.variance(block))))
-    if not np.isfinite(current) or current == 0.0 or share <= 0:
-        return None
-    again = fresh.rmse(block, model.domain, share, noise, delta, contribution, limit)
-    return Weak(current, again) if again ** 2 < FRESH_FRACTION * current ** 2 else None
+    def reasons(self, model: LeastSquaresModel, blocks: list[Block], budget: float | None, queries: int,
+                contribution: int) -> dict[str, str]:
+        """Why each block measured again is (EXPLAIN), at the statement's `budget` over its `queries`."""
+        return {b.name: w.describe() for b in blocks
+                if budget and (w := self.weak(model, b, budget / queries, contribution))}
 
 
-__all__ = ["FRESH_FRACTION", "FreshErrors", "Weak", "weak"]
+__all__ = ["FRESH_FRACTION", "Remeasure", "Weak"]
