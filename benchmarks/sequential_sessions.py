@@ -184,7 +184,8 @@ def kinds_against_peers(kinds, ks, answers: int, peers, all_modes: bool = False,
     caps = caps or {}
 
     def peer_run(peer: str, mode: str):
-        mine = [c for c in cells if mode in peer_modes(c[1], all_modes) and mode in peer_envs.MODES.get(peer, (mode,))
+        modes = peer_envs.MODES.get(peer)  # a peer of one mode runs it at every k
+        mine = [c for c in cells if (mode in modes if modes else mode in peer_modes(c[1], all_modes))
                 and c[1] <= caps.get(peer, c[1]) and not (peer == "smartnoise" and c[0] == "median")]
         if not mine:
             return mine, ({"sessions": []} if peer_envs.python(peer) else None), 0.0

@@ -211,10 +211,9 @@ class Executor:
         return max(float(model.answer(total)[0][0]), 1.0) if model.covers(total) else None
 
     def uncovered(self, queries: list[CompiledQuery], sizing: Sizing | None = None) -> dict[str, tuple[Table, list, list]]:
-        """Per table: (table, blocks that need measurements, blocks answered free): with `measure_unmeasured`
-        only least squares' blocks; with a share that fits, not those far weaker (`planner.remeasure`)."""
+        """Per table: (table, blocks to measure, blocks free: least squares' only if `measure_unmeasured`; `planner.remeasure`)."""
         out: dict[str, tuple[Table, dict[str, Any], list]] = {}
-        share = sizing and sizing.budget and fits(self.ledger, sizing.budget) and sizing.budget / max(len(queries), 1)
+        share = sizing and sizing.budget and sizing.budget / max(len(queries), 1)  # the ledger is read only if weak
         for q in queries:
             if q.noisy_max is not None:  # its counts are never measured: only the pick is released
                 raise NotSupportedError(f"{q.sql.strip()!r} is answered by report-noisy-max in a statement of its "
@@ -223,7 +222,8 @@ class Executor:
             model = self.model(table) if sizing and sizing.measure_unmeasured else self.answering(table)
             _, needed, free = out.setdefault(table.name, (table, {}, []))
             for b in q.blocks:
-                if model.covers(b) and not (share and self.remeasure.weak(self.model(table), b, share, table.contribution)):
+                if model.covers(b) and not (share and self.remeasure.weak(self.model(table), b, share, table.contribution)
+                                            and fits(self.ledger, sizing.budget)):
                     free.append(b)
                 else:
                     needed.setdefault(b.fingerprint(table.domain), b)
