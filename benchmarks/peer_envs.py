@@ -1,4 +1,4 @@
-"""Peer systems (OpenDP, Tumult Analytics) in environments of their own.
+"""Peer systems (OpenDP, Tumult Analytics, SmartNoise SQL) in environments of their own.
 
 A peer's packages pin versions dpsql does not use, so each peer lives in its own
 virtual environment under `.bench-envs/NAME` (ignored by git), created on request
@@ -6,7 +6,7 @@ from the registry with the pins of pyproject's `peer-NAME` extra. A benchmark ru
 the peer's side as a subprocess of that environment's Python, speaking JSON on
 stdin/stdout, and skips the peer cleanly when the environment is absent.
 
-    python -m benchmarks.peer_envs install opendp tumult
+    python -m benchmarks.peer_envs install opendp tumult smartnoise
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ROOT / ".bench-envs"
-PEERS = ("opendp", "tumult")
+PEERS = ("opendp", "tumult", "smartnoise")
+MODES = {"smartnoise": ("pure",)}  # a peer's privacy modes where not both "pure" and "zcdp" (SmartNoise: Laplace, ε/k, δ/k)
 
 
 def python(peer: str) -> Path | None:

@@ -253,7 +253,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--draws", type=int, default=5)
     parser.add_argument("--datasets", nargs="+", default=["adult", "demo"], choices=["adult", "demo"])
     parser.add_argument("--workloads", nargs="+", default=["bi", "ranges", "marginals", "reask", "quantiles"])
-    parser.add_argument("--peers", nargs="+", default=list(peer_envs.PEERS))
+    parser.add_argument("--peers", nargs="+", default=["opendp", "tumult"])
     parser.add_argument("--epsilon", type=float, default=EPSILON, help=f"the workload's ε at δ={DELTA:g} (default 1)")
     parser.add_argument("--privacy", choices=list(MODES), default="zcdp",
                         help="zcdp: ρ = zCDP(ε, δ) (default); pure: pure ε-DP, Laplace noise; both: each in both")

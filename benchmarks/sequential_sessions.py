@@ -13,9 +13,10 @@ of σ² = k / (2 ρ_total).
 `--kinds` runs the sessions for real against the peers on adult (`benchmarks.peers`' table and
 declarations): for each kind (COUNT, SUM, AVG, a range COUNT, a 1-way marginal, MEDIAN) and k,
 k distinct queries of that kind (`session_queries`) at equal shares, in dpsql (exact accounting,
-`query_rho` = ρ_total / k, the noise it chooses) and in each installed peer (OpenDP, Tumult; their
-environments from `python -m benchmarks.peer_envs install opendp tumult`) in both its modes: pure
-ε-DP (ε/k per query) and zCDP (ρ_total/k), the better mode per cell counting. A session is drawn
+`query_rho` = ρ_total / k, the noise it chooses) and in each installed peer (OpenDP, Tumult, SmartNoise SQL;
+their environments from `python -m benchmarks.peer_envs install opendp tumult smartnoise`) in both its modes:
+pure ε-DP (ε/k per query) and zCDP (ρ_total/k), the better mode per cell counting (SmartNoise: its one mode,
+Laplace at (ε/k, δ/k) per query; no quantiles). A session is drawn
 until it holds `--answers` answers (ceil(answers / k) draws). RMSE over every answer cell against
 DuckDB's exact answer (MEDIAN: `quantile_disc`), with its delta-method standard error; the verdict
 is a win or a loss where the ratio to the best peer is more than two standard errors from 1.
@@ -25,7 +26,7 @@ the CPU time of EXPLAIN for new queries with one noise planned (zCDP) and with b
 
     PYTHONPATH=. python -m benchmarks.sequential_sessions [--draws 1] [--k 1 3 10 30 100]
     PYTHONPATH=. python -m benchmarks.sequential_sessions --kinds count sum avg range marginal median
-                 [--k 1 3 10 30] [--answers 20] [--peers opendp tumult]
+                 [--k 1 3 10 30] [--answers 20] [--peers opendp tumult smartnoise] [--cap tumult=10] [--out F]
     PYTHONPATH=. python -m benchmarks.sequential_sessions --ledger-cost | --planning
 """
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -169,19 +171,26 @@ def peer_modes(k: int, all_modes: bool) -> tuple[str, ...]:
     return ("pure", "zcdp") if all_modes else tuple(m for m, run in (("pure", k <= 10), ("zcdp", k >= 10)) if run)
 
 
-def kinds_against_peers(kinds, ks, answers: int, peers, all_modes: bool = False) -> None:
-    """Every (kind, k) session in dpsql and each installed peer (in `peer_modes`); records to `RESULTS`. The
-    peers' subprocesses run while dpsql runs its sessions."""
+def kinds_against_peers(kinds, ks, answers: int, peers, all_modes: bool = False, caps: dict[str, int] | None = None,
+                        out_path: Path = RESULTS) -> None:
+    """Every (kind, k) session in dpsql and each installed peer (in `peer_modes`, and only the modes it has:
+    `peer_envs.MODES`; SmartNoise has no quantiles; `caps`: a peer's largest k); records to `out`. The peers'
+    subprocesses run while dpsql runs its sessions; the load average is recorded before and after."""
     data, con = adult()
     total = epsilon_delta_to_zcdp(EPSILON, DELTA)
     cells = [(kind, k, session_queries(data, kind, k), max(1, math.ceil(answers / k))) for kind in kinds for k in ks]
 
+    load = os.getloadavg()
+    caps = caps or {}
+
     def peer_run(peer: str, mode: str):
-        mine = [c for c in cells if mode in peer_modes(c[1], all_modes)]
+        modes = peer_envs.MODES.get(peer)  # a peer of one mode runs it at every k
+        mine = [c for c in cells if (mode in modes if modes else mode in peer_modes(c[1], all_modes))
+                and c[1] <= caps.get(peer, c[1]) and not (peer == "smartnoise" and c[0] == "median")]
         if not mine:
             return mine, ({"sessions": []} if peer_envs.python(peer) else None), 0.0
         request = {"csv": str(data.csv), "rename": data.rename, "keys": data.keys, "bounds": data.bounds,
-                   "rho": total, "epsilon": EPSILON, "rows": data.rows, "privacy": mode,
+                   "rho": total, "epsilon": EPSILON, "delta": DELTA, "rows": data.rows, "privacy": mode,
                    "sessions": [{"draws": d, "queries": [{"kind": q[0], "column": q[1], "groups": q[2],
                                                           "where": q[3]} for q in qs]} for _, _, qs, d in mine]}
         started = time.perf_counter()
@@ -224,9 +233,10 @@ def kinds_against_peers(kinds, ks, answers: int, peers, all_modes: bool = False)
         peers_text = "  ".join(f"{n} {v:.4g}±{s:.2g}" for v, s, n in ran)
         print(f"| {r['kind']} | {r['k']} | {r['draws']} | {r['dpsql']:.4g} ± {r['dpsql_se']:.2g} | {peers_text} | "
               f"{r.get('ratio', math.nan):.3g} ± {r.get('ratio_se', math.nan):.2g} | {r.get('verdict')} |", flush=True)
-    RESULTS.write_text(json.dumps({"epsilon": EPSILON, "delta": DELTA, "answers_per_cell": answers,
-                                   "peer_modes": "both" if all_modes else "pure for k <= 10, zcdp for k >= 10",
-                                   "records": out}, indent=1) + "\n")
+    out_path.write_text(json.dumps({"epsilon": EPSILON, "delta": DELTA, "answers_per_cell": answers,
+                                    "peer_modes": "both" if all_modes else "pure for k <= 10, zcdp for k >= 10",
+                                    "peer_k_caps": caps, "load_before": load, "load_after": os.getloadavg(),
+                                    "records": out}, indent=1) + "\n")
 
 
 def ledger_cost() -> None:
@@ -278,9 +288,12 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=20, help="answers per (kind, k) cell, at least (--kinds)")
     parser.add_argument("--peers", nargs="+", default=list(peer_envs.PEERS), choices=peer_envs.PEERS)
     parser.add_argument("--all-modes", action="store_true", help="each peer in both modes for every k (--kinds)")
+    parser.add_argument("--cap", nargs="+", default=[], metavar="PEER=K", help="run PEER only up to k = K (--kinds)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON written (--kinds)")
     args = parser.parse_args()
     if args.kinds:
-        kinds_against_peers(args.kinds, tuple(args.k), args.answers, args.peers, args.all_modes)
+        caps = {peer: int(k) for peer, k in (c.split("=") for c in args.cap)}
+        kinds_against_peers(args.kinds, tuple(args.k), args.answers, args.peers, args.all_modes, caps, args.out)
     elif args.ledger_cost:
         ledger_cost()
     elif args.planning:

@@ -5,8 +5,8 @@ of each table's measurements (loaded from the ledger, so earlier answers stay fr
 the generative models of adaptive releases. A statement goes through these steps:
 
 1. **plan** (`plan`): the blocks no model determines yet are planned per table (data-free,
-   bounded by the planning budget, `planner.planning_limit`); blocks a model determines
-   are free; the plan's cost is checked against what remains;
+   bounded by the planning budget, `planner.planning_limit`); blocks a model determines are
+   free unless far weaker than the share buys (`planner.remeasure`); the cost is checked;
 2. **release, charged** (`charged`): the backend computes the exact marginals of the planned
    cliques in one scan per table, reading only rows in the bins the measurements read
    (`measurement.support`), exact noise is added (or an adaptive procedure, AIM or RAP, runs
@@ -56,7 +56,7 @@ from dpsql.errors import BudgetExceededError, NotSupportedError, OperationalErro
 from dpsql.tables.key_domains import over_current
 from dpsql.budget.ledger import Ledger
 from dpsql.budget.ledger_entries import KEYS, MODEL, Entry, Record, model_record
-from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise, cheaper_target
+from dpsql.budget.noise_charges import charge_of, charge_words, check_share, cheaper_noise, cheaper_target, fits
 from dpsql.answers.result import Result, aggregate_answers, answered_by, assemble, describe_failure
 from dpsql.sql.compiler import CompiledQuery
 from mechanisms.accounting import Amount
@@ -74,6 +74,7 @@ from planner.families import split
 from planner.fairness import floored_split
 from planner.plan import TOTAL_SQUARED, Plan
 from planner.planner import budget_for_accuracy, plan_workload
+from planner.remeasure import Remeasure
 from planner.timing import ScanSpeed
 from planner.timing import predict as predict_time
 
@@ -149,6 +150,7 @@ class Executor:
         self.hybrid_mean = "blend"  # SET dpsql.hybrid_mean: AVG over a hybrid table, or "kvh", "pwh"
         self._fitted: dict[str, tuple[int, GraphicalModelEstimator]] = {}  # per table: (measurements, the fit)
         self._results: dict[int, tuple[CompiledQuery, tuple, str, Result]] = {}  # see `_answer`
+        self.remeasure = Remeasure(budget.noise)
 
     # --- what is known ------------------------------------------------------------------
     def model(self, table: Table) -> LeastSquaresModel:
@@ -202,19 +204,20 @@ class Executor:
         model = self.answering(table)
         return max(float(model.answer(total)[0][0]), 1.0) if model.covers(total) else None
 
-    def uncovered(self, queries: list[CompiledQuery], exact: bool = False) -> dict[str, tuple[Table, list, list]]:
-        """Per table: (table, blocks that need measurements, blocks answered free); with `exact`, only
-        blocks least squares determines are free (a generative model does not answer them)."""
+    def uncovered(self, queries: list[CompiledQuery], sizing: Sizing | None = None) -> dict[str, tuple[Table, list, list]]:
+        """Per table: (table, blocks to measure, blocks free: least squares' only if `measure_unmeasured`; `planner.remeasure`)."""
         out: dict[str, tuple[Table, dict[str, Any], list]] = {}
+        share = sizing and sizing.budget and sizing.budget / max(len(queries), 1)  # the ledger is read only if weak
         for q in queries:
             if q.noisy_max is not None:  # its counts are never measured: only the pick is released
                 raise NotSupportedError(f"{q.sql.strip()!r} is answered by report-noisy-max in a statement of its "
                                         "own (not in a workload, a subquery or EXPLAIN PARETO)")
             table = q.table
-            model = self.model(table) if exact else self.answering(table)
+            model = self.model(table) if sizing and sizing.measure_unmeasured else self.answering(table)
             _, needed, free = out.setdefault(table.name, (table, {}, []))
             for b in q.blocks:
-                if model.covers(b):
+                if model.covers(b) and not (share and self.remeasure.weak(self.model(table), b, share, table.contribution)
+                                            and fits(self.ledger, sizing.budget)):
                     free.append(b)
                 else:
                     needed.setdefault(b.fingerprint(table.domain), b)
@@ -245,7 +248,7 @@ class Executor:
 
     def _plan_within(self, limit: PlanningLimit, queries: list[CompiledQuery], sizing: Sizing, timed: bool):
         noise, delta = self.budget.noise, self.budget.delta
-        pending = self.uncovered(queries, sizing.measure_unmeasured)
+        pending = self.uncovered(queries, sizing)
         needing = {name: (t, bs) for name, (t, bs, _) in pending.items() if bs}
         shares: dict[str, float] = {}
         if len(needing) == 1 and sizing.max_rmse is None:
@@ -262,7 +265,8 @@ class Executor:
         for name, (table, blocks, free) in pending.items():
             workload = Workload(table.domain, blocks)
             rows = self.rows(table)
-            existing = self.model(table).measurements
+            again = self.remeasure.reasons(self.model(table), blocks, sizing.budget, len(queries), table.contribution)
+            existing = () if again else self.model(table).measurements  # planned fresh (`planner.remeasure`)
             if not blocks:
                 plan = Plan(noise, delta, [], {}, {}, [], "answered from earlier measurements")
             elif sizing.max_rmse is not None:
@@ -288,6 +292,7 @@ class Executor:
                 plan.expected_rmse[b.name] = float(np.sqrt(np.mean(model.variance(b))))
                 plan.free_source[b.name] = model.source_name(b)
             plan.free = [b.name for b in free]
+            plan.remeasured = again
             plans[name] = (table, plan)
         return plans
 
@@ -313,7 +318,7 @@ class Executor:
                 raise NotSupportedError(f"{original.table.name} holds fewer than 2 client reports (over its columns "
                                         "as they are now): nothing to blend yet; nothing was charged")
         if sizing.max_rmse is None and sizing.budget and any(
-                blocks for _, blocks, _ in self.uncovered(queries, sizing.measure_unmeasured).values()):
+                blocks for _, blocks, _ in self.uncovered(queries, sizing).values()):
             check_share(self.ledger, self.budget, sizing.budget, self.check_affordable)  # refused before planned
         plans = self.plan(queries, sizing)
         charges = {name: charge_of(plan, self.budget.noise) for name, (_, plan) in plans.items()}

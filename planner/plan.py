@@ -119,6 +119,7 @@ class Plan:
     objective: str = TOTAL_SQUARED
     free: list[str] = field(default_factory=list)  # blocks answered from earlier measurements
     free_source: dict[str, str] = field(default_factory=dict)  # a free block -> the model answering it
+    remeasured: dict[str, str] = field(default_factory=dict)  # a determined block measured again -> why
     planning_seconds: float = 0.0
     adaptive: AdaptivePlan | None = None
     notes: list[str] = field(default_factory=list)  # e.g. why adaptive procedures were not considered
@@ -164,6 +165,8 @@ class Plan:
                 kind = "predicted RMSE (simulated)" if self.adaptive is not None else "expected RMSE"
                 even = f" (even split {self.even_split_rmse[name]:.4g})" if name in self.even_split_rmse else ""
                 lines.append(f"{pad}  {name}: {kind} {self.expected_rmse.get(name, 0.0):.4g}{even}")
+                if name in self.remeasured:
+                    lines.append(f"{pad}    ({self.remeasured[name]})")
         for j, m in enumerate(self.measurements):
             if j not in placed:
                 lines.append(f"  • measure {m.describe()}; cost {self.cost_text(m.share)}")

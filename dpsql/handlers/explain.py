@@ -78,7 +78,7 @@ def pareto(session, queries: list[str], sizing: Sizing, weights: Sequence[float]
         if compiled[-1].selection is not None or compiled[-1].table.holds_reports:
             raise NotSupportedError("EXPLAIN PARETO plans measurements: not a key release or local-DP reports")
     rows, notes = [], []
-    for name, (table, blocks, free) in s.executor.uncovered(compiled, sizing.measure_unmeasured).items():
+    for name, (table, blocks, free) in s.executor.uncovered(compiled, sizing).items():
         if not blocks:  # the front of measuring them again, on top of what was measured (free now)
             notes.append(f"{name}: every query is answered from earlier measurements (free); the front is "
                          "of measuring them again on top of those")
@@ -108,7 +108,7 @@ def curves(session, script: str) -> tuple[dict[str, list[tuple[float, float]]], 
     queries = [take_weight(st.sql) for st in statements if not isinstance(st, (BeginWorkload, EndWorkload))]
     compiled = parts_of([s.compile(sql, label=f"q{i}", weight=w) for i, (sql, w) in enumerate(queries, start=1)])
     planned = s.executor.plan(compiled, sizing)
-    pending = s.executor.uncovered(compiled, sizing.measure_unmeasured)
+    pending = s.executor.uncovered(compiled, sizing)
     for name, (table, plan) in planned.items():
         blocks = pending[name][1]
         if blocks:
