@@ -28,7 +28,6 @@ from dpsql.errors import Error, NotSupportedError, ProgrammingError
 from dpsql.releases.continual import ContinualQueries
 from dpsql.releases.dropped_rows import dropped_rows
 from dpsql.executor import Executor
-from dpsql.handlers import options
 from dpsql.budget.ledger import Ledger
 from dpsql.answers.post_processing import CompositeQuery, compile_composite, parts_of
 from dpsql.answers.result import Result, assemble
@@ -131,8 +130,11 @@ class Session:
         # what one release of keys spends of the δ the ledger set apart for them (`Ledger.events`)
         self.key_delta = min(ledger.delta / KEY_DELTA_SHARE, ledger.events) if ledger.events else \
             ledger.delta / KEY_DELTA_SHARE
-        if key_delta is not None:
-            options.set_key_delta(self, key_delta)
+        if key_delta is not None:  # a profile's; it may exceed what the ledger has left for key releases, which
+            if not 0 < key_delta < ledger.delta:  # a release then says (connecting still works)
+                raise ProgrammingError(f"key_delta must be above 0 and below the ledger's δ ({ledger.delta:g}), "
+                                       f"got {key_delta:g}")
+            self.key_delta = key_delta
         self.last_charge = 0.0  # what the last statement that read protected data charged
         self.workload: BeginWorkload | None = None  # an open BEGIN WORKLOAD (`dpsql.handlers.workloads`)
         self.queued: list[str] = []  # ... and the queries given since

@@ -351,3 +351,13 @@ def test_a_ledger_written_before_the_split_keeps_its_capacity_and_releases_no_mo
         old.check_delta(0.001, 1e-8)
     with pytest.raises(ProgrammingError, match="fixed"):  # a split cannot be chosen after the fact
         Ledger(path, "gaussian", total, 1e-6, events=5e-7)
+
+
+def test_a_profile_s_key_delta_on_a_ledger_without_delta_for_keys_still_connects(database, tmp_path):
+    """A profile whose ledger set apart no δ for key releases (or less than its key_delta) still connects; a
+    release is then refused, spending nothing."""
+    path = _profile(database, tmp_path, "key_delta = 3e-7\nkey_release_delta = 0")
+    conn = dpsql.connect(profile=path, analyst="bob")
+    with pytest.raises(BudgetExceededError, match="set apart no δ"):
+        conn.cursor().execute("SELECT url, COUNT(*) FROM visits GROUP BY url")
+    assert conn.session.ledger.spent() == 0
