@@ -48,7 +48,7 @@ from fractions import Fraction
 
 from mechanisms.accounting import epsilon_delta_to_zcdp, pure_dp_to_zcdp, zcdp_to_epsilon
 
-__all__ = ["GAUSSIAN_PIECE", "LAPLACE_PIECE", "TOLERANCE", "Piece", "History", "Accountant", "zcdp_total"]
+__all__ = ["GAUSSIAN_PIECE", "LAPLACE_PIECE", "TOLERANCE", "Piece", "History", "Accountant", "events_within", "zcdp_total"]
 
 GAUSSIAN_PIECE, LAPLACE_PIECE = "discrete_gaussian", "discrete_laplace"
 # Callers accept a history whose remaining ρ is within TOLERANCE × total below 0 (floating-point sums of
@@ -109,6 +109,12 @@ class History:
         return self.rho + sum(pure_dp_to_zcdp(e) for e in self.epsilons)
 
 
+def events_within(delta: float, events: float) -> bool:
+    """Whether δ events adding up to `delta` stay within the `events` set apart for them (floating-point sums of
+    δ tolerated to 1e-12 relative)."""
+    return delta <= events * (1 + 1e-12)
+
+
 def zcdp_total(total: float, delta: float, events: float) -> float:
     """The zCDP filter's ρ for a ledger declared as ρ `total` at `delta` with `events` of δ set apart for δ
     events: the ρ whose ε at δ − `events` is the declared ε(`total`, `delta`)."""
@@ -132,7 +138,7 @@ class Accountant:
 
     def events_fit(self, history: History) -> bool:
         """Whether the history's δ events stay within the δ set apart for them (both filters ask it)."""
-        return history.delta <= self.events * (1 + 1e-12)
+        return events_within(history.delta, self.events)
 
     def pure_fits(self, history: History) -> bool:
         """The pure filter: no Gaussian piece, δ events within `events`, Σ ε ≤ the declared ε (exactly)."""

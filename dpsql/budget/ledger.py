@@ -59,7 +59,7 @@ from dpsql.budget.units import Budget
 from mechanisms.accounting import zcdp_to_epsilon
 from mechanisms.matrices import from_spec, to_spec
 from mechanisms.measurement import Measurement
-from mechanisms.privacy_filter import TOLERANCE, History, Piece, zcdp_total
+from mechanisms.privacy_filter import TOLERANCE, History, Piece, events_within, zcdp_total
 
 # Charges may exceed the total by this relative slack (floating-point sums); the exact certificates report
 # their ρ less it (`mechanisms.privacy_filter.TOLERANCE`), so it never lets them overspend.
@@ -344,7 +344,7 @@ class Ledger(StateFile):
     def _refuse_events_over(self, con, delta: float) -> None:
         """Refuse δ events of `delta` past the δ set apart for them (`events`)."""
         spent = self._delta_spent(con)
-        if spent + delta <= self.events * (1 + 1e-12):
+        if events_within(spent + delta, self.events):
             return
         if self.events <= 0:
             raise BudgetExceededError(
@@ -556,7 +556,7 @@ class Ledger(StateFile):
         if len(budget) != 1:
             return problems
         delta_spent = sum(delta for _, _, _, delta, _ in records)
-        if delta_spent > self.events * (1 + 1e-12):
+        if not events_within(delta_spent, self.events):
             problems.append(f"key releases spent δ={delta_spent:g}, over the δ={self.events:g} set apart for them")
         if self.exact:
             if not self._accountant().fits(History().plus(charged, delta_spent), slack=_SLACK):
